@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// ErrDrainTimeout is returned (wrapped) by Run when tasks were still running
+// at the end of Config.DrainTimeout and their process groups were killed.
+var ErrDrainTimeout = errors.New("agent: drain timeout expired")
+
+// ErrUndelivered is returned (wrapped) by Run when completions or log lines
+// could not be delivered before shutdown, e.g. because the control plane
+// was unreachable for the whole drain.
+var ErrUndelivered = errors.New("agent: results not delivered before shutdown")
+
+// Timing that is not part of Config. Tests shorten some of them.
+const (
+	defaultRequestTimeout = 15 * time.Second
+	defaultShipInterval   = 250 * time.Millisecond
+	shipBatchLines        = 500
+	// finalFlushTimeout is how long delivery may take after the drain
+	// deadline forced kills.
+	finalFlushTimeout = 5 * time.Second
+	// pipeWaitDelay bounds the wait for output pipes after a task's leader
+	// exited, when a descendant still holds them open.
+	pipeWaitDelay = 2 * time.Second
+)
+
+// Agent pulls task instances from the control plane and runs them
+// (DESIGN §4). Create it with New; Run it once.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	cl      *client
+	started atomic.Bool
+
+	// Tunables outside Config; tests shorten them.
+	newBackoff   func() *backoff
+	reqTimeout   time.Duration
+	shipInterval time.Duration
+
+	hbInterval atomic.Int64 // time.Duration in effect
+	hbMu       sync.Mutex   // serializes heartbeats
+	hbCovered  uint64       // startGen included in the last heartbeat; hbMu and mu
+
+	mu       sync.Mutex
+	st       linkState // see link.go
+	attempts map[string]*attempt
+	events   *ring[pendingCompletion]
+	logs     *ring[protocol.LogLine]
+	startGen uint64        // counts process starts, see heartbeat
+	shipped  chan struct{} // closed and replaced after each shipped batch
+
+	wakeReconnect chan struct{}
+	wakeHeartbeat chan struct{}
+	wakeShip      chan struct{}
+	slotFreed     chan struct{}
+
+	tasks sync.WaitGroup // task runners
+	bg    sync.WaitGroup // process-group killers
+}
+
+// New validates cfg, applies defaults, and returns an Agent. The error names
+// the offending Config field. New does no I/O.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:           cfg,
+		log:           cfg.Logger.With("component", "agent", "agent_name", cfg.Name),
+		cl:            &client{http: cfg.HTTPClient, token: cfg.Token},
+		newBackoff:    newBackoff,
+		reqTimeout:    defaultRequestTimeout,
+		shipInterval:  defaultShipInterval,
+		attempts:      make(map[string]*attempt),
+		events:        newRing[pendingCompletion](cfg.EventBufferSize),
+		logs:          newRing[protocol.LogLine](cfg.LogBufferSize),
+		wakeReconnect: make(chan struct{}, 1),
+		wakeHeartbeat: make(chan struct{}, 1),
+		wakeShip:      make(chan struct{}, 1),
+		slotFreed:     make(chan struct{}, 1),
+	}
+	a.st.upCh = make(chan struct{})
+	a.shipped = make(chan struct{})
+	a.setInterval(cfg.HeartbeatInterval)
+	return a, nil
+}
+
+// Run registers with the control plane, then claims and runs TIs until ctx
+// is cancelled. Until the first registration succeeds it retries transient
+// failures with backoff; a rejection (401, 403, other 4xx) is returned at
+// once. On cancellation it stops claiming and drains: running tasks get
+// Config.DrainTimeout to finish (heartbeats continue and their completions
+// are reported), then their process groups are killed. Run returns nil after
+// a clean drain, or an error wrapping ErrDrainTimeout and/or ErrUndelivered.
+// Run may be called once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	// Network work outlives ctx: the drain still heartbeats and delivers.
+	netCtx, cancelNet := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelNet()
+	if err := a.connect(ctx, true); err != nil {
+		if ctx.Err() != nil {
+			return nil // cancelled before anything ran
+		}
+		return err
+	}
+	var loops sync.WaitGroup
+	for _, loop := range []func(context.Context){a.heartbeatLoop, a.reconnectLoop, a.shipLoop} {
+		loops.Go(func() { loop(netCtx) })
+	}
+	a.claimLoop(ctx, netCtx) // returns when ctx is done
+	err := a.drain()
+	cancelNet()
+	loops.Wait()
+	a.bg.Wait()
+	a.log.Info("agent stopped", "err", err)
+	return err
+}
+
+// drain waits for running tasks (killing them at the deadline) and for
+// their results to be delivered.
+func (a *Agent) drain() error {
+	deadline := time.Now().Add(a.cfg.DrainTimeout)
+	a.log.Info("draining", "running", a.inFlightCount(), "drain_timeout", a.cfg.DrainTimeout)
+	done := make(chan struct{})
+	go func() { a.tasks.Wait(); close(done) }()
+	var errs []error
+	timer := time.NewTimer(a.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		n := a.killAll()
+		a.log.Warn("drain timeout expired; killed remaining process groups", "killed", n, "drain_timeout", a.cfg.DrainTimeout)
+		errs = append(errs, fmt.Errorf("%w after %s: killed %d task(s)", ErrDrainTimeout, a.cfg.DrainTimeout, n))
+		<-done // bounded: SIGKILL follows after KillGrace, pipes close after pipeWaitDelay
+		deadline = time.Now().Add(finalFlushTimeout)
+	}
+	if c, l := a.flush(deadline); c+l > 0 {
+		a.log.Error("shutting down with undelivered results", "completions", c, "log_lines", l)
+		errs = append(errs, fmt.Errorf("%w: %d completion(s), %d log line(s)", ErrUndelivered, c, l))
+	}
+	return errors.Join(errs...)
+}
+
+// flush waits until the link is up and both buffers are empty, or until
+// deadline; it returns what is still undelivered.
+func (a *Agent) flush(deadline time.Time) (completions, lines int) {
+	for {
+		a.mu.Lock()
+		up := a.st.state == stateUp
+		completions, lines = a.events.Len(), a.logs.Len()
+		a.mu.Unlock()
+		if up && completions+lines == 0 {
+			return 0, 0
+		}
+		if time.Now().After(deadline) {
+			return completions, lines
+		}
+		signal(a.wakeShip)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killAll kills the process group of every running attempt for the drain
+// deadline and returns how many it signalled.
+func (a *Agent) killAll() int {
+	a.mu.Lock()
+	list := make([]*attempt, 0, len(a.attempts))
+	for _, att := range a.attempts {
+		list = append(list, att)
+	}
+	a.mu.Unlock()
+	n := 0
+	for _, att := range list {
+		if a.kill(att, causeDrain, "") {
+			a.systemLine(att, fmt.Sprintf("--- agent shutting down: drain timeout %s expired, killing process group ---", a.cfg.DrainTimeout))
+			n++
+		}
+	}
+	return n
+}
+
+func (a *Agent) interval() time.Duration { return time.Duration(a.hbInterval.Load()) }
+
+// setInterval applies the heartbeat interval: Config wins, then the
+// server's value, then the DESIGN §4 default of 15 s.
+func (a *Agent) setInterval(server time.Duration) {
+	d := a.cfg.HeartbeatInterval
+	if d <= 0 {
+		d = server
+	}
+	if d <= 0 {
+		d = defaultHeartbeat
+	}
+	a.hbInterval.Store(int64(d))
+}
+
+func (a *Agent) inFlightCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.attempts)
+}
+
+// signal does a non-blocking send on a 1-buffered wake-up channel.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// sleepCtx sleeps for d or until ctx is done; it reports whether ctx is
+// still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

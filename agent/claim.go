@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// claimLoop long-polls for work while there are free slots, until ctx is
+// done (DESIGN §4 claim). Tasks it starts use taskCtx for their network
+// calls, so they outlive ctx during the drain. Failures back off, so a
+// control plane that registers but fails claims is not hammered.
+func (a *Agent) claimLoop(ctx, taskCtx context.Context) {
+	bo := a.newBackoff()
+	for {
+		c, err := a.waitUp(ctx)
+		if err != nil {
+			return
+		}
+		free, ok := a.waitSlots(ctx)
+		if !ok {
+			return
+		}
+		tasks, err := a.claim(ctx, c, free)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if needsReconnect(err) {
+				a.linkFailed(c, err)
+			} else {
+				a.log.Error("claim rejected", "err", err)
+			}
+			if !sleepCtx(ctx, bo.Next()) {
+				return
+			}
+			continue
+		}
+		bo.Reset()
+		if len(tasks) > free {
+			a.log.Warn("server handed out more tasks than free slots; running them all", "free", free, "claimed", len(tasks))
+		}
+		for _, t := range tasks {
+			a.launch(taskCtx, t)
+		}
+	}
+}
+
+// waitSlots blocks until at least one slot is free and returns how many.
+func (a *Agent) waitSlots(ctx context.Context) (int, bool) {
+	for {
+		a.mu.Lock()
+		free := a.cfg.Capacity - len(a.attempts)
+		a.mu.Unlock()
+		if free > 0 {
+			return free, true
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-a.slotFreed:
+		}
+	}
+}
+
+func (a *Agent) claim(ctx context.Context, c conn, slots int) ([]protocol.ClaimedTask, error) {
+	req := protocol.ClaimRequest{Slots: slots, Wait: protocol.Duration(a.cfg.ClaimWait)}
+	var resp protocol.ClaimResponse
+	url := fmt.Sprintf("%s/v1/agents/%d/claim", c.base, c.agentID)
+	if err := a.cl.post(ctx, "claim", url, a.cfg.ClaimWait+a.reqTimeout, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Tasks, nil
+}

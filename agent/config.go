@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to zero Config fields (DESIGN §4).
+const (
+	DefaultCapacity        = 4
+	DefaultDrainTimeout    = 5 * time.Minute
+	DefaultClaimWait       = 30 * time.Second
+	DefaultEventBufferSize = 5000
+	DefaultLogBufferSize   = 10000
+	DefaultKillGrace       = 10 * time.Second
+
+	// MaxClaimWait is the server's cap on a claim long poll (DESIGN §4).
+	MaxClaimWait = 30 * time.Second
+
+	// defaultHeartbeat is used when neither Config nor the server sets one.
+	defaultHeartbeat = 15 * time.Second
+)
+
+// Config configures an Agent. Zero values take the documented defaults;
+// New rejects invalid values with an error naming the field.
+type Config struct {
+	// Servers are the control plane base URLs ("http://host:8080"), one or
+	// more replicas. Any replica serves any request, so after a connection
+	// failure the agent moves on to the next one. Required.
+	Servers []string
+	// Token is the agent bearer token, sent as "Authorization: Bearer".
+	// Empty sends no header (a server without authentication).
+	Token string
+	// Name identifies the agent to operators. Default: "<hostname>-<pid>".
+	Name string
+	// Tags are matched against each task's required tags (DESIGN §4).
+	Tags []string
+	// Capacity is how many TIs run concurrently. Default 4.
+	Capacity int
+	// DrainTimeout bounds shutdown: how long running tasks may finish, and
+	// their results be delivered, before their process groups are killed.
+	// Default 5m.
+	DrainTimeout time.Duration
+	// ClaimWait is the claim long-poll wait, at most 30s. Default 30s.
+	ClaimWait time.Duration
+	// HeartbeatInterval overrides the interval from the register reply;
+	// 0 uses the server's value (DESIGN §4: 15s by default).
+	HeartbeatInterval time.Duration
+	// Ephemeral is reserved: a later version will deregister on exit.
+	Ephemeral bool
+	// HTTPClient sends the requests; nil uses a new http.Client. Per-request
+	// deadlines come from contexts, so it needs no Timeout.
+	HTTPClient *http.Client
+	// Logger receives structured logs; nil uses slog.Default().
+	Logger *slog.Logger
+	// EventBufferSize bounds the completions buffered during an outage.
+	// Default 5000 (DESIGN §4).
+	EventBufferSize int
+	// LogBufferSize bounds the log lines waiting to be shipped, during an
+	// outage or not. Default 10000 (DESIGN §4).
+	LogBufferSize int
+	// KillGrace is the delay between SIGTERM and SIGKILL when the agent
+	// kills a process group. Default 10s.
+	KillGrace time.Duration
+}
+
+// normalize validates c and returns a copy with defaults applied.
+func (c Config) normalize() (Config, error) {
+	var err error
+	if c.Servers, err = normalizeServers(c.Servers); err != nil {
+		return c, err
+	}
+	if c.Tags, err = normalizeTags(c.Tags); err != nil {
+		return c, err
+	}
+	if err = c.applyDurations(); err != nil {
+		return c, err
+	}
+	if err = c.applyCounts(); err != nil {
+		return c, err
+	}
+	if c.Name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "agent"
+		}
+		c.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+func normalizeServers(in []string) ([]string, error) {
+	if len(in) == 0 {
+		return nil, fieldErr("Servers", "must list at least one server URL")
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fieldErr(fmt.Sprintf("Servers[%d]", i), fmt.Sprintf("%q must be an http(s) URL with a host", s))
+		}
+		out[i] = strings.TrimRight(s, "/")
+	}
+	return out, nil
+}
+
+func normalizeTags(in []string) ([]string, error) {
+	seen := make(map[string]bool, len(in))
+	out := make([]string, 0, len(in))
+	for i, t := range in {
+		if strings.TrimSpace(t) == "" || seen[t] {
+			return nil, fieldErr(fmt.Sprintf("Tags[%d]", i), fmt.Sprintf("%q must be non-empty and unique", t))
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (c *Config) applyDurations() error {
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout},
+		{"ClaimWait", &c.ClaimWait, DefaultClaimWait},
+		{"HeartbeatInterval", &c.HeartbeatInterval, 0},
+		{"KillGrace", &c.KillGrace, DefaultKillGrace},
+	}
+	for _, d := range durations {
+		if *d.v < 0 {
+			return fieldErr(d.name, fmt.Sprintf("must not be negative, got %s", *d.v))
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.ClaimWait > MaxClaimWait {
+		return fieldErr("ClaimWait", fmt.Sprintf("must be at most %s (the server's long-poll cap), got %s", MaxClaimWait, c.ClaimWait))
+	}
+	return nil
+}
+
+func (c *Config) applyCounts() error {
+	counts := []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"Capacity", &c.Capacity, DefaultCapacity},
+		{"EventBufferSize", &c.EventBufferSize, DefaultEventBufferSize},
+		{"LogBufferSize", &c.LogBufferSize, DefaultLogBufferSize},
+	}
+	for _, n := range counts {
+		if *n.v < 0 {
+			return fieldErr(n.name, fmt.Sprintf("must not be negative, got %d", *n.v))
+		}
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+	}
+	return nil
+}
+
+func fieldErr(field, rule string) error {
+	return fmt.Errorf("agent: invalid config: %s %s", field, rule)
+}

@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+const fakeToken = "agent-secret"
+
+// Outage modes of the fake control plane.
+const (
+	modeUp   = ""
+	mode503  = "503"  // every request gets 503 unavailable
+	modeDrop = "drop" // connections are closed without a reply
+)
+
+// fakeAPI implements the agent protocol (DESIGN §4) in memory. Several
+// httptest servers may share one fakeAPI, like replicas sharing a database.
+type fakeAPI struct {
+	t  *testing.T
+	mu sync.Mutex
+
+	mode        string
+	nextAgent   int64
+	nextTI      int64
+	agents      map[int64]bool
+	registers   []protocol.RegisterRequest
+	queue       []protocol.ClaimedTask
+	heartbeats  []protocol.HeartbeatRequest
+	started     map[string]bool
+	completes   []protocol.CompleteRequest // accepted
+	completeHit map[string]int             // complete calls per attempt, also refused
+	logs        map[string][]protocol.LogLine
+	stop        map[string]string // attempt -> reason, sent in the next heartbeat reply
+	terminate   map[string]string // attempt -> reason, sent in the next register reply
+	stale       map[string]bool
+}
+
+func newFakeAPI(t *testing.T) *fakeAPI {
+	return &fakeAPI{
+		t: t, agents: map[int64]bool{}, started: map[string]bool{}, completeHit: map[string]int{},
+		logs: map[string][]protocol.LogLine{}, stop: map[string]string{}, terminate: map[string]string{},
+		stale: map[string]bool{},
+	}
+}
+
+// serve starts one replica and returns its URL.
+func (f *fakeAPI) serve() *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/register", f.wrap(false, f.register))
+	mux.HandleFunc("POST /v1/agents/{id}/claim", f.wrap(true, f.claim))
+	mux.HandleFunc("POST /v1/agents/{id}/heartbeat", f.wrap(true, f.heartbeat))
+	mux.HandleFunc("POST /v1/agents/{id}/complete", f.wrap(true, f.complete))
+	mux.HandleFunc("POST /v1/agents/{id}/logs", f.wrap(true, f.logsHandler))
+	srv := httptest.NewServer(mux)
+	f.t.Cleanup(srv.Close)
+	return srv
+}
+
+type handler func(w http.ResponseWriter, r *http.Request) any
+
+// wrap applies the outage mode, authentication and the agent check.
+func (f *fakeAPI) wrap(agentPath bool, h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		mode := f.mode
+		f.mu.Unlock()
+		switch mode {
+		case mode503:
+			writeErr(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "database unreachable")
+			return
+		case modeDrop:
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
+			writeErr(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "bad token")
+			return
+		}
+		if agentPath {
+			id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+			f.mu.Lock()
+			known := f.agents[id]
+			f.mu.Unlock()
+			if !known {
+				writeErr(w, http.StatusNotFound, protocol.CodeNotFound, "agent not found")
+				return
+			}
+		}
+		if out := h(w, r); out != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(out)
+		}
+	}
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(protocol.ErrorBody{Error: protocol.ErrorDetail{Code: code, Message: msg}})
+}
+
+func decode[T any](r *http.Request) T {
+	var v T
+	if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func (f *fakeAPI) register(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.RegisterRequest](r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextAgent++
+	f.agents[f.nextAgent] = true
+	f.registers = append(f.registers, req)
+	resp := protocol.RegisterResponse{AgentID: f.nextAgent, HeartbeatInterval: protocol.Duration(15 * time.Second), ServerTime: time.Now()}
+	for _, at := range req.InFlight {
+		if reason, ok := f.terminate[at.AttemptID]; ok {
+			resp.Terminate = append(resp.Terminate, protocol.StopOrder{Attempt: at, Reason: reason})
+			delete(f.terminate, at.AttemptID)
+		}
+	}
+	return resp
+}
+
+func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.ClaimRequest](r)
+	deadline := time.Now().Add(req.Wait.D())
+	for {
+		f.mu.Lock()
+		if f.mode != modeUp {
+			f.mu.Unlock()
+			writeErr(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "going down")
+			return nil
+		}
+		n := min(req.Slots, len(f.queue))
+		tasks := slices.Clone(f.queue[:n])
+		f.queue = f.queue[n:]
+		f.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			return protocol.ClaimResponse{Tasks: tasks}
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakeAPI) heartbeat(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.HeartbeatRequest](r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats = append(f.heartbeats, req)
+	resp := protocol.HeartbeatResponse{ServerTime: time.Now()}
+	for _, e := range req.Entries {
+		if e.Started {
+			f.started[e.AttemptID] = true
+		}
+		if reason, ok := f.stop[e.AttemptID]; ok {
+			resp.Stop = append(resp.Stop, protocol.StopOrder{Attempt: e.Attempt, Reason: reason})
+			delete(f.stop, e.AttemptID)
+		}
+	}
+	return resp
+}
+
+func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.CompleteRequest](r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.completeHit[req.AttemptID]++
+	if f.stale[req.AttemptID] {
+		writeErr(w, http.StatusConflict, protocol.CodeStaleAttempt, "attempt superseded")
+		return nil
+	}
+	f.completes = append(f.completes, req)
+	return protocol.CompleteResponse{State: req.Outcome}
+}
+
+func (f *fakeAPI) logsHandler(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.LogsRequest](r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range req.Lines {
+		f.logs[l.AttemptID] = append(f.logs[l.AttemptID], l)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// --- test-side helpers ---
+
+func (f *fakeAPI) setMode(m string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mode = m
+}
+
+// enqueue queues a task for the next claim and returns it.
+func (f *fakeAPI) enqueue(timeout time.Duration, env map[string]string, command ...string) protocol.ClaimedTask {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextTI++
+	t := protocol.ClaimedTask{
+		Attempt: protocol.Attempt{TIID: f.nextTI, AttemptID: uuid.NewString()},
+		RunID:   7, DAGID: "etl", TaskID: fmt.Sprintf("task%d", f.nextTI), TryNumber: 1,
+		Command: command, Env: env, ExecutionTimeout: protocol.Duration(timeout),
+	}
+	f.queue = append(f.queue, t)
+	return t
+}
+
+func (f *fakeAPI) completion(attemptID string) (protocol.CompleteRequest, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.completes {
+		if c.AttemptID == attemptID {
+			return c, true
+		}
+	}
+	return protocol.CompleteRequest{}, false
+}
+
+// waitCompletion waits for the accepted completion of attemptID.
+func (f *fakeAPI) waitCompletion(attemptID string, within time.Duration) protocol.CompleteRequest {
+	var got protocol.CompleteRequest
+	require.Eventually(f.t, func() bool {
+		var ok bool
+		got, ok = f.completion(attemptID)
+		return ok
+	}, within, 10*time.Millisecond, "no completion for %s", attemptID)
+	return got
+}
+
+func (f *fakeAPI) isStarted(attemptID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.started[attemptID]
+}
+
+// lines returns the attempt's log lines as stored: deduplicated by seq
+// (replays are idempotent) and ordered by seq.
+func (f *fakeAPI) lines(attemptID string) []protocol.LogLine {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bySeq := map[int64]protocol.LogLine{}
+	for _, l := range f.logs[attemptID] {
+		if _, dup := bySeq[l.Seq]; !dup {
+			bySeq[l.Seq] = l
+		}
+	}
+	out := make([]protocol.LogLine, 0, len(bySeq))
+	for _, l := range bySeq {
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b protocol.LogLine) int { return int(a.Seq - b.Seq) })
+	return out
+}
+
+func (f *fakeAPI) registrations() []protocol.RegisterRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.registers)
+}
+
+// deadURL returns a URL on which nothing listens.
+func deadURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return "http://" + addr
+}

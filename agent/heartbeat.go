@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// heartbeatLoop sends one heartbeat for all in-flight attempts every
+// interval, and at once when woken. DESIGN §4: one request per agent
+// refreshes the agent and all of its TIs.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTimer(a.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.wakeHeartbeat:
+		}
+		a.heartbeat(ctx, 0)
+		t.Reset(a.interval())
+	}
+}
+
+// heartbeat sends a heartbeat unless one built after start number covers
+// (see markStarted) was already sent; covers 0 always sends. Runners call it
+// after starting a process, so the server records started_at before the
+// completion arrives, and concurrent starts share one request.
+func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
+	a.hbMu.Lock()
+	defer a.hbMu.Unlock()
+	if covers != 0 && a.hbCovered >= covers {
+		return
+	}
+	a.mu.Lock()
+	a.hbCovered = a.startGen
+	if a.st.state != stateUp {
+		// Buffered: the heartbeat sent after the replay supersedes it.
+		if a.st.outage != nil {
+			a.st.outage.heartbeats++
+		}
+		a.mu.Unlock()
+		return
+	}
+	c := a.connLocked()
+	entries := a.heartbeatEntriesLocked(false)
+	a.mu.Unlock()
+	if err := a.postHeartbeat(ctx, c, entries); err != nil && ctx.Err() == nil {
+		a.linkFailed(c, err)
+	}
+}
+
+// heartbeatEntriesLocked lists the running attempts and, with pending, the
+// attempts whose completion is buffered (they did start).
+func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
+	out := make([]protocol.HeartbeatEntry, 0, len(a.attempts))
+	for _, att := range a.attempts {
+		out = append(out, protocol.HeartbeatEntry{Attempt: att.task.Attempt, Started: att.started})
+	}
+	if pending {
+		buffered, _ := a.events.Peek(a.events.Len())
+		for _, pc := range buffered {
+			out = append(out, protocol.HeartbeatEntry{Attempt: pc.req.Attempt, Started: true})
+		}
+	}
+	return out
+}
+
+// postHeartbeat sends entries and carries out the reply's stop orders. It
+// returns only errors that need a reconnect; a rejection (401, 403, other
+// 4xx) is logged: that heartbeat is lost and the next one retries.
+func (a *Agent) postHeartbeat(ctx context.Context, c conn, entries []protocol.HeartbeatEntry) error {
+	var resp protocol.HeartbeatResponse
+	url := fmt.Sprintf("%s/v1/agents/%d/heartbeat", c.base, c.agentID)
+	err := a.cl.post(ctx, "heartbeat", url, a.reqTimeout, protocol.HeartbeatRequest{Entries: entries}, &resp)
+	if needsReconnect(err) {
+		return err
+	}
+	if err != nil {
+		a.log.Error("heartbeat rejected", "entries", len(entries), "err", err)
+		return nil
+	}
+	a.log.Debug("heartbeat sent", "entries", len(entries), "stop", len(resp.Stop))
+	for _, order := range resp.Stop {
+		a.stopOrder(order, "heartbeat")
+	}
+	return nil
+}
+
+// stopOrder kills the process group of an attempt the control plane no
+// longer wants (reaped, cancelled, superseded). No completion is sent for
+// it afterwards: the server has moved on (DESIGN §4). An attempt whose
+// process already exited keeps its completion; the server judges it.
+func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
+	a.mu.Lock()
+	att := a.attempts[order.AttemptID]
+	a.mu.Unlock()
+	if att == nil || att.task.TIID != order.TIID {
+		a.log.Debug("stop order for an attempt not running here", "ti_id", order.TIID,
+			"attempt_id", order.AttemptID, "reason", order.Reason, "source", source)
+		return
+	}
+	if !a.kill(att, causeStop, order.Reason) {
+		return
+	}
+	att.log.Warn("stopping attempt on control plane order; no completion will be sent",
+		"reason", order.Reason, "source", source)
+	a.systemLine(att, fmt.Sprintf("--- stopped by the control plane (%s): killing process group ---", order.Reason))
+}

@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// killCause is why the agent killed a process group.
+type killCause int
+
+const (
+	causeNone    killCause = iota
+	causeTimeout           // execution_timeout exceeded (DESIGN §7)
+	causeStop              // stop order from the control plane (DESIGN §4)
+	causeDrain             // drain deadline at shutdown
+)
+
+// attempt is one claimed task instance on this agent.
+type attempt struct {
+	task protocol.ClaimedTask
+	log  *slog.Logger
+
+	// Guarded by Agent.mu.
+	seq     int64 // last Seq assigned
+	started bool
+
+	mu         sync.Mutex
+	pgid       int // 0 until started
+	exited     bool
+	cause      killCause // the first kill's cause
+	stopped    bool      // the control plane ordered a stop: no completion
+	stopReason string
+	killing    bool // a group killer is running
+}
+
+// result is how an attempt ended.
+type result struct {
+	req      protocol.CompleteRequest
+	suppress bool   // send no completion
+	why      string // why it was suppressed
+	pgid     int
+	dur      time.Duration
+}
+
+// launch records a claimed task and runs it in its own goroutine.
+func (a *Agent) launch(ctx context.Context, t protocol.ClaimedTask) {
+	att := &attempt{task: t, log: a.log.With("ti_id", t.TIID, "attempt_id", t.AttemptID, "run_id", t.RunID,
+		"dag_id", t.DAGID, "task_id", t.TaskID, "try_number", t.TryNumber)}
+	a.mu.Lock()
+	if _, dup := a.attempts[t.AttemptID]; dup {
+		a.mu.Unlock()
+		att.log.Warn("claimed an attempt that is already running; ignored")
+		return
+	}
+	a.attempts[t.AttemptID] = att
+	a.reserveMarkerLocked(att) // claimed during an outage: its marker is Seq 1
+	a.mu.Unlock()
+	att.log.Info("claimed", "command", t.Command, "execution_timeout", t.ExecutionTimeout.D())
+	a.tasks.Go(func() { a.runAttempt(ctx, att) })
+}
+
+// runAttempt runs att to the end and reports its completion.
+func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
+	res := a.execute(ctx, att)
+	a.mu.Lock()
+	delete(a.attempts, att.task.AttemptID)
+	logEnd := a.logs.End() // past the attempt's last line
+	a.mu.Unlock()
+	signal(a.slotFreed)
+	if res.suppress {
+		att.log.Info("attempt ended without completion", "why", res.why, "duration", res.dur)
+		return
+	}
+	args := []any{"outcome", res.req.Outcome, "duration", res.dur}
+	if res.req.ExitCode != nil {
+		args = append(args, "exit_code", *res.req.ExitCode)
+	}
+	if res.req.Error != "" {
+		args = append(args, "error", res.req.Error)
+	}
+	att.log.Info("finished", args...)
+	a.awaitShipped(ctx, logEnd) // let the output land before the outcome
+	a.complete(ctx, pendingCompletion{req: res.req, pgid: res.pgid, log: att.log})
+}
+
+// execute starts the process, reports the start, waits for the end (or
+// the execution timeout) and classifies the result.
+func (a *Agent) execute(ctx context.Context, att *attempt) result {
+	stdout := newLineSplitter(maxLineBytes, func(l string) { a.addLog(att, protocol.StreamStdout, l) })
+	stderr := newLineSplitter(maxLineBytes, func(l string) { a.addLog(att, protocol.StreamStderr, l) })
+	if len(att.task.Command) == 0 {
+		return a.startFailed(ctx, att, errors.New("empty command"))
+	}
+	cmd := a.command(att.task, stdout, stderr)
+	if !att.mayStart() {
+		return result{suppress: true, why: "stopped before the process started"}
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return a.startFailed(ctx, att, err)
+	}
+	pgid := cmd.Process.Pid
+	gen := a.markStarted(att, pgid)
+	att.log.Info("started", "pid", pgid)
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); a.heartbeat(ctx, gen) }()
+	waitErr := a.wait(att, cmd)
+	att.mu.Lock()
+	att.exited = true
+	att.mu.Unlock()
+	stdout.Flush()
+	stderr.Flush()
+	<-hbDone // the start is reported before the completion
+	res := a.outcome(att, waitErr)
+	res.pgid, res.dur = pgid, time.Since(start)
+	return res
+}
+
+// markStarted records the process and returns the start's number for
+// heartbeat; a kill requested before the start is carried out now.
+func (a *Agent) markStarted(att *attempt, pgid int) uint64 {
+	a.mu.Lock()
+	a.startGen++
+	gen := a.startGen
+	att.started = true
+	a.mu.Unlock()
+	att.mu.Lock()
+	att.pgid = pgid
+	pending := att.cause != causeNone && !att.killing && pgid > 0
+	att.killing = att.killing || pending
+	att.mu.Unlock()
+	if pending {
+		a.goKillGroup(pgid, att.log)
+	}
+	return gen
+}
+
+// startFailed reports a process that could not be started: it counts as
+// started (so the server records started_at) and fails with the error text
+// and no exit code.
+func (a *Agent) startFailed(ctx context.Context, att *attempt, err error) result {
+	att.log.Error("process failed to start", "command", att.task.Command, "err", err)
+	a.systemLine(att, fmt.Sprintf("--- failed to start %q: %v ---", att.task.Command, err))
+	a.heartbeat(ctx, a.markStarted(att, 0))
+	return result{req: protocol.CompleteRequest{
+		Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed, Error: err.Error(),
+	}}
+}
+
+// wait waits for the process, enforcing the execution timeout.
+func (a *Agent) wait(att *attempt, cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	to := att.task.ExecutionTimeout.D()
+	if to <= 0 {
+		return <-done
+	}
+	timer := time.NewTimer(to)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+	}
+	if a.kill(att, causeTimeout, "") {
+		att.log.Warn("execution timeout exceeded; killing process group", "execution_timeout", to, "pgid", cmd.Process.Pid)
+		a.systemLine(att, fmt.Sprintf("--- execution_timeout %s exceeded: killing process group %d (SIGTERM, SIGKILL after %s) ---",
+			to, cmd.Process.Pid, a.cfg.KillGrace))
+	}
+	return <-done
+}
+
+// outcome maps how the process ended to a completion (DESIGN §4 complete).
+func (a *Agent) outcome(att *attempt, waitErr error) result {
+	att.mu.Lock()
+	cause, stopped, reason := att.cause, att.stopped, att.stopReason
+	att.mu.Unlock()
+	req := protocol.CompleteRequest{Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed}
+	switch {
+	case stopped:
+		return result{suppress: true, why: "control plane stop order: " + reason}
+	case cause == causeTimeout:
+		req.Outcome = protocol.OutcomeExecutionTimeout
+		req.Error = fmt.Sprintf("execution_timeout %s exceeded: process group killed", att.task.ExecutionTimeout.D())
+	case cause == causeDrain:
+		req.Error = fmt.Sprintf("killed: agent shut down and its drain timeout %s expired", a.cfg.DrainTimeout)
+	case waitErr == nil || errors.Is(waitErr, exec.ErrWaitDelay):
+		if waitErr != nil {
+			att.log.Warn("process exited but a descendant still holds its output open; stopped reading")
+			a.systemLine(att, "--- process exited; a descendant still holds stdout/stderr open, output after this point is not captured ---")
+		}
+		code := 0
+		req.Outcome, req.ExitCode = protocol.OutcomeSuccess, &code
+	default:
+		req.Error = waitErr.Error() // "exit status 3", "signal: killed"
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+				code := ee.ExitCode()
+				req.ExitCode = &code
+			}
+		}
+	}
+	return result{req: req}
+}

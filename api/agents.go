@@ -1,0 +1,233 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// Bounds on agent-supplied values.
+const (
+	maxCapacity = 1024
+	maxNameLen  = 200
+	maxEntries  = 10000
+)
+
+func validateAttempt(field string, a protocol.Attempt) error {
+	if a.TIID <= 0 {
+		return fmt.Errorf("%s.ti_id: must be a positive integer", field)
+	}
+	if _, err := uuid.Parse(a.AttemptID); err != nil {
+		return fmt.Errorf("%s.attempt_id: %q is not a UUID", field, a.AttemptID)
+	}
+	return nil
+}
+
+func validateRegister(req protocol.RegisterRequest) error {
+	if req.Name == "" || len(req.Name) > maxNameLen {
+		return fmt.Errorf("name: must be 1..%d characters", maxNameLen)
+	}
+	if req.Capacity < 1 || req.Capacity > maxCapacity {
+		return fmt.Errorf("capacity: %d is outside 1..%d", req.Capacity, maxCapacity)
+	}
+	for i, t := range req.Tags {
+		if t == "" {
+			return fmt.Errorf("tags[%d]: must not be empty", i)
+		}
+	}
+	if len(req.InFlight) > maxEntries {
+		return fmt.Errorf("in_flight: more than %d entries", maxEntries)
+	}
+	for i, a := range req.InFlight {
+		if err := validateAttempt(fmt.Sprintf("in_flight[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req protocol.RegisterRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := validateRegister(req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	id, stops, now, err := s.cfg.Store.RegisterAgent(r.Context(), req)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.log.Info("agent registered", "agent_id", id, "name", req.Name, "tags", req.Tags,
+		"capacity", req.Capacity, "in_flight", len(req.InFlight), "terminate", len(stops))
+	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
+		AgentID: id, HeartbeatInterval: protocol.Duration(s.cfg.HeartbeatInterval),
+		Terminate: stops, ServerTime: now,
+	})
+}
+
+// claim long-polls: it tries to claim, and while nothing is claimable waits
+// for a "queued" notification (or a 1 s poll) until the request's wait ends.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	agentID, ok := pathID(w, r, "agent_id")
+	if !ok {
+		return
+	}
+	var req protocol.ClaimRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Slots < 0 || req.Slots > maxCapacity {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("slots: %d is outside 0..%d", req.Slots, maxCapacity))
+		return
+	}
+	if req.Wait.D() > MaxClaimWait {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("wait: %s exceeds the %s maximum", req.Wait.D(), MaxClaimWait))
+		return
+	}
+	var wake <-chan struct{}
+	if s.cfg.Listener != nil {
+		ch, unsub := s.cfg.Listener.Subscribe(store.ChanQueued)
+		defer unsub()
+		wake = ch
+	}
+	deadline := time.NewTimer(req.Wait.D())
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		tasks, err := s.cfg.Store.Claim(r.Context(), agentID, req.Slots)
+		if err != nil {
+			s.writeStoreError(w, r, err)
+			return
+		}
+		if len(tasks) > 0 || req.Slots == 0 {
+			for _, t := range tasks {
+				s.log.Info("task instance claimed", "agent_id", agentID, "ti_id", t.TIID, "run_id", t.RunID,
+					"task_id", t.TaskID, "try_number", t.TryNumber, "attempt_id", t.AttemptID)
+			}
+			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(tasks)})
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-deadline.C:
+			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: []protocol.ClaimedTask{}})
+			return
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+func nonNilTasks(t []protocol.ClaimedTask) []protocol.ClaimedTask {
+	if t == nil {
+		return []protocol.ClaimedTask{}
+	}
+	return t
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	agentID, ok := pathID(w, r, "agent_id")
+	if !ok {
+		return
+	}
+	var req protocol.HeartbeatRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.Entries) > maxEntries {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("entries: more than %d", maxEntries))
+		return
+	}
+	for i, e := range req.Entries {
+		if err := validateAttempt(fmt.Sprintf("entries[%d]", i), e.Attempt); err != nil {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+			return
+		}
+	}
+	stops, now, err := s.cfg.Store.Heartbeat(r.Context(), agentID, req.Entries)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.cfg.Metrics.HeartbeatsReceived.Inc()
+	if stops == nil {
+		stops = []protocol.StopOrder{}
+	}
+	writeJSON(w, http.StatusOK, protocol.HeartbeatResponse{Stop: stops, ServerTime: now})
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	agentID, ok := pathID(w, r, "agent_id")
+	if !ok {
+		return
+	}
+	var req protocol.CompleteRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := validateAttempt("attempt", req.Attempt); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	switch req.Outcome {
+	case protocol.OutcomeSuccess, protocol.OutcomeFailed, protocol.OutcomeExecutionTimeout:
+	default:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			fmt.Sprintf("outcome: %q must be one of success, failed, execution_timeout", req.Outcome))
+		return
+	}
+	state, err := s.cfg.Store.Complete(r.Context(), agentID, req)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.log.Info("task instance completed", "agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID,
+		"outcome", req.Outcome, "exit_code", req.ExitCode, "state", state)
+	writeJSON(w, http.StatusOK, protocol.CompleteResponse{State: state})
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	agentID, ok := pathID(w, r, "agent_id")
+	if !ok {
+		return
+	}
+	var req protocol.LogsRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	for i, l := range req.Lines {
+		err := validateAttempt(fmt.Sprintf("lines[%d]", i), l.Attempt)
+		switch {
+		case err != nil:
+		case l.Seq <= 0:
+			err = fmt.Errorf("lines[%d].seq: must be positive", i)
+		case l.Stream != protocol.StreamStdout && l.Stream != protocol.StreamStderr && l.Stream != protocol.StreamSystem:
+			err = fmt.Errorf("lines[%d].stream: %q must be stdout, stderr or system", i, l.Stream)
+		case l.Time.IsZero():
+			err = fmt.Errorf("lines[%d].time: required", i)
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+			return
+		}
+		// PostgreSQL text holds neither NUL nor invalid UTF-8; keep the
+		// line rather than reject the batch.
+		req.Lines[i].Line = strings.ReplaceAll(strings.ToValidUTF8(l.Line, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	if _, err := s.cfg.Store.AppendLogs(r.Context(), agentID, req.Lines); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,238 @@
+// Package client is the Go client of Vigil's operator HTTP API (DESIGN §9),
+// used by the CLI. Every method is one request authenticated with the
+// operator bearer token; the JSON shapes are those of package protocol.
+//
+// A reply outside 2xx is returned as an *APIError carrying the status and
+// the server's error code and message; transport failures are returned as
+// the *url.Error of net/http.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// DefaultTimeout bounds each request when New is given no *http.Client.
+const DefaultTimeout = 60 * time.Second
+
+// maxErrorBody caps how much of an error reply is read.
+const maxErrorBody = 64 << 10
+
+// Client calls the operator API of one Vigil server. It is safe for
+// concurrent use.
+type Client struct {
+	base  string // scheme://host[/prefix], no trailing slash
+	token string
+	http  *http.Client
+}
+
+// New returns a client for the server at baseURL (http or https, with a
+// host; a path prefix is kept). token is sent as a bearer token when not
+// empty. A nil httpClient means a default client with DefaultTimeout.
+// Errors name "server" and the rule broken.
+func New(baseURL, token string, httpClient *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("server: %q is not a URL: %v", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("server: %q must use http or https, e.g. http://127.0.0.1:8080", baseURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("server: %q has no host, e.g. http://127.0.0.1:8080", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("server: %q must not carry a query, fragment or user info", baseURL)
+	}
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: DefaultTimeout}
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = strings.TrimRight(u.RawPath, "/")
+	return &Client{base: u.String(), token: token, http: httpClient}, nil
+}
+
+// APIError is a reply outside 2xx. Code and Message come from the
+// protocol.ErrorBody of the reply; when the body is not one, Message is
+// the body text (or the status text when the body is empty).
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Error reads like "not_found: run 7: not found (HTTP 404)".
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("server replied HTTP %d: %s", e.Status, e.Message)
+	}
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+}
+
+// ApplyDAG sends one DAG spec as YAML text (POST /v1/dags). The server
+// validates it; an invalid spec is an *APIError with status 400.
+func (c *Client) ApplyDAG(ctx context.Context, yaml string) (protocol.ApplyDAGResponse, error) {
+	var out protocol.ApplyDAGResponse
+	err := c.Do(ctx, http.MethodPost, "/v1/dags", protocol.ApplyDAGRequest{YAML: yaml}, &out)
+	return out, err
+}
+
+// ListDAGs returns every applied DAG (GET /v1/dags).
+func (c *Client) ListDAGs(ctx context.Context) ([]protocol.DAG, error) {
+	var out protocol.DAGList
+	err := c.Do(ctx, http.MethodGet, "/v1/dags", nil, &out)
+	return out.DAGs, err
+}
+
+// TriggerRun queues a new run of dagID (POST /v1/dags/{dag_id}/runs).
+func (c *Client) TriggerRun(ctx context.Context, dagID string) (protocol.Run, error) {
+	var out protocol.Run
+	err := c.Do(ctx, http.MethodPost, "/v1/dags/"+url.PathEscape(dagID)+"/runs", nil, &out)
+	return out, err
+}
+
+// ListRuns lists runs, newest first (GET /v1/runs). Empty state or dagID
+// and a limit ≤ 0 leave that filter to the server's default.
+func (c *Client) ListRuns(ctx context.Context, state, dagID string, limit int) ([]protocol.Run, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	if dagID != "" {
+		q.Set("dag_id", dagID)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out protocol.RunList
+	err := c.Do(ctx, http.MethodGet, withQuery("/v1/runs", q), nil, &out)
+	return out.Runs, err
+}
+
+// GetRun returns a run with its task instances (GET /v1/runs/{id}).
+func (c *Client) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error) {
+	var out protocol.RunDetail
+	err := c.Do(ctx, http.MethodGet, runPath(id), nil, &out)
+	return out, err
+}
+
+// RunEvents returns the run's events with an id above after, in id order
+// (GET /v1/runs/{id}/events).
+func (c *Client) RunEvents(ctx context.Context, id int64, after int64) ([]protocol.Event, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	var out protocol.EventList
+	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/events", q), nil, &out)
+	return out.Events, err
+}
+
+// CancelRun cancels a queued or running run (POST /v1/runs/{id}/cancel)
+// and returns it; an already terminal run is an *APIError with status 409.
+func (c *Client) CancelRun(ctx context.Context, id int64) (protocol.Run, error) {
+	var out protocol.Run
+	err := c.Do(ctx, http.MethodPost, runPath(id)+"/cancel", nil, &out)
+	return out, err
+}
+
+// Logs returns a page of a task's log lines (GET
+// /v1/runs/{id}/tasks/{task_id}/logs). try 0 means every try; after is the
+// id of the last line already seen (0 for the start).
+func (c *Client) Logs(ctx context.Context, runID int64, taskID string, try int, after int64) (protocol.LogList, error) {
+	q := url.Values{}
+	if try > 0 {
+		q.Set("try", strconv.Itoa(try))
+	}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	var out protocol.LogList
+	err := c.Do(ctx, http.MethodGet, withQuery(runPath(runID)+"/tasks/"+url.PathEscape(taskID)+"/logs", q), nil, &out)
+	return out, err
+}
+
+// Do sends one request. path is relative to the server URL, already
+// escaped, and may carry a query. A non-nil body is sent as JSON; a
+// non-nil out receives the decoded 2xx reply. Errors: *APIError for a
+// reply outside 2xx, the transport error otherwise, or a decoding error
+// naming the request.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("%s %s: encode body: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err // *url.Error names the method and URL
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode reply: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeError builds the *APIError of a reply outside 2xx.
+func decodeError(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &APIError{Status: resp.StatusCode}
+	var eb protocol.ErrorBody
+	if json.Unmarshal(raw, &eb) == nil && (eb.Error.Code != "" || eb.Error.Message != "") {
+		e.Code, e.Message = eb.Error.Code, eb.Error.Message
+		return e
+	}
+	e.Message = strings.TrimSpace(string(raw))
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// IsStatus reports whether err is an *APIError with the given status.
+func IsStatus(err error, status int) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == status
+}
+
+func runPath(id int64) string { return "/v1/runs/" + strconv.FormatInt(id, 10) }
+
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}

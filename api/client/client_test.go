@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// recorded is what the fake server saw of one request.
+type recorded struct {
+	Method, RawPath, RawQuery, Auth, ContentType, Body string
+}
+
+// fake serves reply for every request and records it.
+func fake(t *testing.T, status int, reply string) (*Client, *recorded) {
+	t.Helper()
+	rec := &recorded{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		*rec = recorded{
+			Method: r.Method, RawPath: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
+			Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type"), Body: string(b),
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, reply)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL+"/", "s3cret", srv.Client())
+	require.NoError(t, err)
+	return c, rec
+}
+
+func TestNewValidatesServerURL(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"", "127.0.0.1:8080", "ftp://host", "http://", "http://h/?x=1", "://x"} {
+		_, err := New(bad, "t", nil)
+		require.Error(t, err, bad)
+		assert.True(t, strings.HasPrefix(err.Error(), "server: "), "%q: %v", bad, err)
+	}
+	for _, good := range []string{"http://127.0.0.1:8080", "https://vigil.example.com/prefix/"} {
+		_, err := New(good, "t", nil)
+		assert.NoError(t, err, good)
+	}
+}
+
+func TestAuthHeaderAndBody(t *testing.T) {
+	t.Parallel()
+	c, rec := fake(t, 200, `{"dag_id":"etl","result":"created"}`)
+	res, err := c.ApplyDAG(context.Background(), "dag_id: etl\n")
+	require.NoError(t, err)
+	assert.Equal(t, protocol.ApplyDAGResponse{DAGID: "etl", Result: "created"}, res)
+	assert.Equal(t, "POST", rec.Method)
+	assert.Equal(t, "/v1/dags", rec.RawPath)
+	assert.Equal(t, "Bearer s3cret", rec.Auth)
+	assert.Equal(t, "application/json", rec.ContentType)
+	var body protocol.ApplyDAGRequest
+	require.NoError(t, json.Unmarshal([]byte(rec.Body), &body))
+	assert.Equal(t, "dag_id: etl\n", body.YAML)
+}
+
+func TestAPIErrorFromErrorBody(t *testing.T) {
+	t.Parallel()
+	c, _ := fake(t, 404, `{"error":{"code":"not_found","message":"run 7: not found"}}`)
+	_, err := c.GetRun(context.Background(), 7)
+	var ae *APIError
+	require.True(t, errors.As(err, &ae), "%T %v", err, err)
+	assert.Equal(t, APIError{Status: 404, Code: "not_found", Message: "run 7: not found"}, *ae)
+	assert.Equal(t, "not_found: run 7: not found (HTTP 404)", err.Error())
+	assert.True(t, IsStatus(err, 404))
+}
+
+func TestAPIErrorFallsBackToRawBody(t *testing.T) {
+	t.Parallel()
+	c, _ := fake(t, 502, "bad gateway from proxy\n")
+	_, err := c.ListDAGs(context.Background())
+	var ae *APIError
+	require.True(t, errors.As(err, &ae))
+	assert.Equal(t, APIError{Status: 502, Message: "bad gateway from proxy"}, *ae)
+
+	c, _ = fake(t, 503, "")
+	_, err = c.ListDAGs(context.Background())
+	require.True(t, errors.As(err, &ae))
+	assert.Equal(t, "Service Unavailable", ae.Message)
+}
+
+func TestURLEscaping(t *testing.T) {
+	t.Parallel()
+	c, rec := fake(t, 201, `{"id":3,"dag_id":"a/b c","state":"queued"}`)
+	run, err := c.TriggerRun(context.Background(), "a/b c")
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), run.ID)
+	assert.Equal(t, "/v1/dags/a%2Fb%20c/runs", rec.RawPath)
+	assert.Empty(t, rec.ContentType, "no body, no Content-Type")
+	assert.Equal(t, "Bearer s3cret", rec.Auth)
+
+	c, rec = fake(t, 200, `{"lines":[],"ti_state":"running","terminal":false}`)
+	_, err = c.Logs(context.Background(), 9, "load/x?", 2, 41)
+	require.NoError(t, err)
+	assert.Equal(t, "/v1/runs/9/tasks/load%2Fx%3F/logs", rec.RawPath)
+	assert.Equal(t, "after=41&try=2", rec.RawQuery)
+}
+
+func TestQueries(t *testing.T) {
+	t.Parallel()
+	c, rec := fake(t, 200, `{"runs":[{"id":1,"dag_id":"etl","state":"running","task_counts":{"running":1}}]}`)
+	runs, err := c.ListRuns(context.Background(), "running", "etl&x", 5)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, map[string]int{"running": 1}, runs[0].TaskCounts)
+	assert.Equal(t, "dag_id=etl%26x&limit=5&state=running", rec.RawQuery)
+
+	_, err = c.ListRuns(context.Background(), "", "", 0)
+	require.NoError(t, err)
+	assert.Equal(t, "", rec.RawQuery)
+
+	c, rec = fake(t, 200, `{"events":[{"id":4,"run_id":2,"time":"2026-01-02T03:04:05Z","kind":"ti_state","message":"m"}]}`)
+	evs, err := c.RunEvents(context.Background(), 2, 3)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), evs[0].Time)
+	assert.Equal(t, "/v1/runs/2/events", rec.RawPath)
+	assert.Equal(t, "after=3", rec.RawQuery)
+
+	c, rec = fake(t, 200, `{"id":2,"state":"cancelled"}`)
+	run, err := c.CancelRun(context.Background(), 2)
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", run.State)
+	assert.Equal(t, "POST", rec.Method)
+	assert.Equal(t, "/v1/runs/2/cancel", rec.RawPath)
+}
+
+func TestDoDecodeErrorAndPrefix(t *testing.T) {
+	t.Parallel()
+	var gotPath string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotPath = r.URL.Path
+		_, _ = io.WriteString(w, "not json")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL+"/vigil/", "", nil)
+	require.NoError(t, err)
+	var out map[string]any
+	err = c.Do(context.Background(), http.MethodGet, "/v1/dags", nil, &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "GET /v1/dags: decode reply")
+	assert.Equal(t, "/vigil/v1/dags", gotPath)
+	// A nil out ignores the body.
+	require.NoError(t, c.Do(context.Background(), http.MethodGet, "/v1/dags", nil, nil))
+}
+
+func TestTransportError(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	c, err := New(url, "t", nil)
+	require.NoError(t, err)
+	_, err = c.ListDAGs(context.Background())
+	require.Error(t, err)
+	var ae *APIError
+	assert.False(t, errors.As(err, &ae))
+}

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/vigil-sched/vigil/leader"
+)
+
+// HealthReport is the body of GET /monitor/health (DESIGN §10).
+type HealthReport struct {
+	Status   string         `json:"status"` // "ok" | "unhealthy"
+	Error    string         `json:"error,omitempty"`
+	Database string         `json:"database"` // "ok" | error text
+	Leader   *leader.Status `json:"leader,omitempty"`
+	LastTick *time.Time     `json:"last_tick,omitempty"`
+	Interval string         `json:"tick_interval,omitempty"`
+}
+
+// healthz is liveness: the process serves HTTP.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is readiness: the database is reachable and fully migrated.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	ok, err := s.cfg.Store.Migrated(ctx)
+	if err == nil && !ok {
+		err = errNotMigrated
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// monitorHealth returns 200 with the report, or 503 when the scheduler's
+// Heartbeat() is unhealthy.
+func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
+	rep := HealthReport{Status: "ok", Database: "ok"}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		rep.Database = err.Error()
+	}
+	if s.cfg.LeaderStatus != nil {
+		st := s.cfg.LeaderStatus()
+		rep.Leader = &st
+	}
+	code := http.StatusOK
+	if h := s.cfg.Health; h != nil {
+		if t := h.LastTick(); !t.IsZero() {
+			rep.LastTick = &t
+		}
+		rep.Interval = h.Interval().String()
+		if err := h.Heartbeat(ctx); err != nil {
+			rep.Status, rep.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
+		}
+	} else if rep.Database != "ok" {
+		rep.Status, rep.Error, code = "unhealthy", "database unreachable", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, rep)
+}

@@ -1,0 +1,187 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/dag"
+)
+
+var runStates = map[string]bool{"queued": true, "running": true, "success": true, "failed": true, "cancelled": true}
+
+func (s *Server) listDAGs(w http.ResponseWriter, r *http.Request) {
+	dags, err := s.cfg.Store.ListDAGs(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if dags == nil {
+		dags = []protocol.DAG{}
+	}
+	writeJSON(w, http.StatusOK, protocol.DAGList{DAGs: dags})
+}
+
+func (s *Server) getDAG(w http.ResponseWriter, r *http.Request) {
+	spec, updated, err := s.cfg.Store.GetDAG(r.Context(), r.PathValue("dag_id"))
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	body, err := json.Marshal(spec)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, protocol.DAG{DAGID: spec.DAGID, Tasks: len(spec.Tasks), Spec: body, UpdatedAt: updated})
+}
+
+// applyDAG parses and validates the YAML with package dag; an invalid spec
+// is a 400 whose message lists every rule it broke, and nothing is stored.
+func (s *Server) applyDAG(w http.ResponseWriter, r *http.Request) {
+	var req protocol.ApplyDAGRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	spec, err := dag.Parse([]byte(req.YAML))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	result, err := s.cfg.Store.ApplyDAG(r.Context(), spec)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.log.Info("dag applied", "dag_id", spec.DAGID, "result", result, "tasks", len(spec.Tasks))
+	writeJSON(w, http.StatusOK, protocol.ApplyDAGResponse{DAGID: spec.DAGID, Result: result})
+}
+
+func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.cfg.Store.TriggerRun(r.Context(), r.PathValue("dag_id"))
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.log.Info("run triggered", "run_id", run.ID, "dag_id", run.DAGID)
+	writeJSON(w, http.StatusCreated, run)
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state != "" && !runStates[state] {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			fmt.Sprintf("state: %q must be one of queued, running, success, failed, cancelled", state))
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("limit: %q must be an integer in 1..10000", v))
+			return
+		}
+		limit = n
+	}
+	runs, err := s.cfg.Store.ListRuns(r.Context(), state, q.Get("dag_id"), limit)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []protocol.Run{}
+	}
+	writeJSON(w, http.StatusOK, protocol.RunList{Runs: runs})
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run_id")
+	if !ok {
+		return
+	}
+	run, err := s.cfg.Store.GetRun(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run_id")
+	if !ok {
+		return
+	}
+	after, ok := queryInt(w, r, "after")
+	if !ok {
+		return
+	}
+	events, err := s.cfg.Store.RunEvents(r.Context(), id, after)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if events == nil {
+		events = []protocol.Event{}
+	}
+	writeJSON(w, http.StatusOK, protocol.EventList{Events: events})
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run_id")
+	if !ok {
+		return
+	}
+	run, err := s.cfg.Store.CancelRun(r.Context(), id, "cancelled", "cancelled by operator")
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.log.Info("run cancelled", "run_id", id)
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run_id")
+	if !ok {
+		return
+	}
+	after, ok := queryInt(w, r, "after")
+	if !ok {
+		return
+	}
+	try, ok := queryInt(w, r, "try")
+	if !ok {
+		return
+	}
+	logs, err := s.cfg.Store.ReadLogs(r.Context(), id, r.PathValue("task_id"), int(try), after, 0)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if logs.Lines == nil {
+		logs.Lines = []protocol.StoredLogLine{}
+	}
+	writeJSON(w, http.StatusOK, logs)
+}
+
+// queryInt reads an optional non-negative integer query parameter (0 when
+// absent), writing a 400 naming it when malformed.
+func queryInt(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("%s: %q must be a non-negative integer", name, v))
+		return 0, false
+	}
+	return n, true
+}
+
+var errNotMigrated = errors.New("database schema is not at the latest migration")

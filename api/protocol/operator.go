@@ -1,0 +1,117 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// DAG is one applied DAG as returned by GET /v1/dags. Spec is the
+// validated spec in JSON form (package dag's Spec).
+type DAG struct {
+	DAGID     string          `json:"dag_id"`
+	Tasks     int             `json:"tasks"`
+	Spec      json.RawMessage `json:"spec,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// ApplyDAGRequest is the body of POST /v1/dags: one DAG spec as YAML text.
+type ApplyDAGRequest struct {
+	YAML string `json:"yaml"`
+}
+
+// ApplyDAGResponse reports whether the spec was new, changed or unchanged.
+type ApplyDAGResponse struct {
+	DAGID  string `json:"dag_id"`
+	Result string `json:"result"` // "created" | "updated" | "unchanged"
+}
+
+// Run is one DAG run. States: queued, running, success, failed, cancelled.
+type Run struct {
+	ID        int64      `json:"id"`
+	DAGID     string     `json:"dag_id"`
+	State     string     `json:"state"`
+	Reason    string     `json:"reason,omitempty"`
+	Message   string     `json:"message,omitempty"`
+	QueuedAt  time.Time  `json:"queued_at"`
+	StartDate *time.Time `json:"start_date,omitempty"`
+	EndDate   *time.Time `json:"end_date,omitempty"`
+	// Counts of TIs by state, filled by GET /v1/runs and /v1/runs/{id}.
+	TaskCounts map[string]int `json:"task_counts,omitempty"`
+}
+
+// TaskInstance is one task of one run, with the DESIGN §3 timestamps.
+type TaskInstance struct {
+	ID               int64      `json:"id"`
+	RunID            int64      `json:"run_id"`
+	TaskID           string     `json:"task_id"`
+	State            string     `json:"state"`
+	Reason           string     `json:"reason,omitempty"`
+	Message          string     `json:"message,omitempty"`
+	TryNumber        int        `json:"try_number"`
+	MaxTries         int        `json:"max_tries"`
+	DispatchAttempts int        `json:"dispatch_attempts"`
+	AttemptID        string     `json:"attempt_id,omitempty"`
+	AgentID          *int64     `json:"agent_id,omitempty"`
+	ExitCode         *int       `json:"exit_code,omitempty"`
+	QueuedAt         *time.Time `json:"queued_at,omitempty"`
+	ClaimedAt        *time.Time `json:"claimed_at,omitempty"`
+	StartedAt        *time.Time `json:"started_at,omitempty"`
+	LastHeartbeatAt  *time.Time `json:"last_heartbeat_at,omitempty"`
+	EndDate          *time.Time `json:"end_date,omitempty"`
+	NextRetryAt      *time.Time `json:"next_retry_at,omitempty"`
+}
+
+// RunDetail is GET /v1/runs/{id}: the run and its task instances.
+type RunDetail struct {
+	Run
+	TaskInstances []TaskInstance `json:"task_instances"`
+}
+
+// RunList is GET /v1/runs.
+type RunList struct {
+	Runs []Run `json:"runs"`
+}
+
+// DAGList is GET /v1/dags.
+type DAGList struct {
+	DAGs []DAG `json:"dags"`
+}
+
+// Event is one entry of a run's timeline (GET /v1/runs/{id}/events).
+type Event struct {
+	ID        int64     `json:"id"`
+	RunID     int64     `json:"run_id"`
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind"`
+	TIID      *int64    `json:"ti_id,omitempty"`
+	TaskID    string    `json:"task_id,omitempty"`
+	TryNumber *int      `json:"try_number,omitempty"`
+	AttemptID string    `json:"attempt_id,omitempty"`
+	AgentID   *int64    `json:"agent_id,omitempty"`
+	Message   string    `json:"message"`
+}
+
+// EventList is GET /v1/runs/{id}/events.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// StoredLogLine is one log line as read back by GET
+// /v1/runs/{id}/tasks/{task_id}/logs. ID orders lines and serves as the
+// cursor for ?after=ID when following.
+type StoredLogLine struct {
+	ID        int64     `json:"id"`
+	TryNumber int       `json:"try_number"`
+	Seq       int64     `json:"seq"`
+	Stream    string    `json:"stream"`
+	Time      time.Time `json:"time"`
+	Line      string    `json:"line"`
+}
+
+// LogList is a page of log lines; Terminal is true when the TI is in a
+// terminal state, so a follower can stop after draining.
+type LogList struct {
+	Lines    []StoredLogLine `json:"lines"`
+	TIState  string          `json:"ti_state"`
+	Terminal bool            `json:"terminal"`
+}

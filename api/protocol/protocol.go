@@ -1,0 +1,200 @@
+// Package protocol holds the JSON shapes of Vigil's HTTP API, version 1,
+// shared by the server (package api), the agent and the CLI client.
+//
+// Durations travel as Go duration strings ("15s"); timestamps as RFC 3339
+// with nanoseconds. Source of the rules: DESIGN §4 (agent protocol).
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Duration is a time.Duration that encodes in JSON as a Go duration string
+// ("90s"). Decoding also accepts a number of nanoseconds.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON encodes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON accepts "90s" or an integer number of nanoseconds.
+// Errors: a malformed string or a negative value.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration must be a string such as \"90s\": %w", err)
+		}
+		s = time.Duration(n).String()
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q must not be negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Attempt names one claim of a task instance: the TI id plus the random
+// attempt_id minted by that claim. Only the current attempt may heartbeat
+// or complete.
+type Attempt struct {
+	TIID      int64  `json:"ti_id"`
+	AttemptID string `json:"attempt_id"`
+}
+
+// Stop reasons an agent may be told, in register and heartbeat replies.
+const (
+	StopCancelled  = "cancelled"  // the run or TI was cancelled
+	StopReaped     = "reaped"     // a reaper gave up on the attempt
+	StopSuperseded = "superseded" // a newer attempt exists
+	StopUnknown    = "unknown"    // the server has no such attempt
+	StopFinished   = "finished"   // the TI already reached a terminal state
+)
+
+// StopOrder tells an agent to kill the process of an attempt.
+type StopOrder struct {
+	Attempt
+	Reason string `json:"reason"`
+}
+
+// RegisterRequest is the body of POST /v1/agents/register. InFlight lists
+// the attempts the agent is still running (reconnect after an outage).
+type RegisterRequest struct {
+	Name     string    `json:"name"`
+	Tags     []string  `json:"tags"`
+	Capacity int       `json:"capacity"`
+	InFlight []Attempt `json:"in_flight"`
+}
+
+// RegisterResponse carries the agent's id, the heartbeat interval it must
+// keep, and the in-flight attempts it must terminate.
+type RegisterResponse struct {
+	AgentID           int64       `json:"agent_id"`
+	HeartbeatInterval Duration    `json:"heartbeat_interval"`
+	Terminate         []StopOrder `json:"terminate"`
+	ServerTime        time.Time   `json:"server_time"`
+}
+
+// ClaimRequest is the body of POST /v1/agents/{id}/claim. Slots is how
+// many more TIs the agent can start now; the server never hands out more
+// than capacity minus the agent's running TIs. Wait bounds the long poll
+// (at most 30 s).
+type ClaimRequest struct {
+	Slots int      `json:"slots"`
+	Wait  Duration `json:"wait"`
+}
+
+// ClaimedTask is one TI handed to an agent by a claim. The claim is its
+// first heartbeat.
+type ClaimedTask struct {
+	Attempt
+	RunID            int64             `json:"run_id"`
+	DAGID            string            `json:"dag_id"`
+	TaskID           string            `json:"task_id"`
+	TryNumber        int               `json:"try_number"`
+	Command          []string          `json:"command"`
+	Env              map[string]string `json:"env,omitempty"`
+	ExecutionTimeout Duration          `json:"execution_timeout"` // 0: none
+}
+
+// ClaimResponse lists the claimed TIs; empty when the long poll timed out.
+type ClaimResponse struct {
+	Tasks []ClaimedTask `json:"tasks"`
+}
+
+// HeartbeatEntry reports one attempt; Started is true once its process has
+// been started.
+type HeartbeatEntry struct {
+	Attempt
+	Started bool `json:"started"`
+}
+
+// HeartbeatRequest is the body of POST /v1/agents/{id}/heartbeat: every
+// attempt the agent runs, refreshed in one statement.
+type HeartbeatRequest struct {
+	Entries []HeartbeatEntry `json:"entries"`
+}
+
+// HeartbeatResponse lists the attempts the agent must stop, and the
+// database clock.
+type HeartbeatResponse struct {
+	Stop       []StopOrder `json:"stop"`
+	ServerTime time.Time   `json:"server_time"`
+}
+
+// Completion outcomes.
+const (
+	OutcomeSuccess          = "success"
+	OutcomeFailed           = "failed"            // non-zero exit or start failure
+	OutcomeExecutionTimeout = "execution_timeout" // the agent killed it
+)
+
+// CompleteRequest is the body of POST /v1/agents/{id}/complete. It is
+// accepted only for the current attempt; otherwise 409 stale_attempt.
+type CompleteRequest struct {
+	Attempt
+	Outcome  string `json:"outcome"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// CompleteResponse reports the TI's state after the completion.
+type CompleteResponse struct {
+	State string `json:"state"`
+}
+
+// Log streams.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+	StreamSystem = "system" // agent-written lines, e.g. gap markers
+)
+
+// LogLine is one captured line. Seq increases per attempt from 1 and makes
+// replays idempotent; Time is the agent's clock when the line was read.
+type LogLine struct {
+	Attempt
+	Seq    int64     `json:"seq"`
+	Stream string    `json:"stream"`
+	Time   time.Time `json:"time"`
+	Line   string    `json:"line"`
+}
+
+// LogsRequest is the body of POST /v1/agents/{id}/logs.
+type LogsRequest struct {
+	Lines []LogLine `json:"lines"`
+}
+
+// ErrorBody is every non-2xx reply: {"error": {"code", "message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a machine-readable code plus a human message.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes used in ErrorDetail.Code.
+const (
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeNotFound     = "not_found"
+	CodeStaleAttempt = "stale_attempt"
+	CodeConflict     = "conflict"
+	CodeUnavailable  = "unavailable"
+	CodeInternal     = "internal"
+)

@@ -1,0 +1,260 @@
+// Package api serves Vigil's HTTP API (DESIGN §4, §10): the agent protocol
+// under /v1/agents, the operator endpoints behind the CLI, /metrics and the
+// health endpoints. Every replica serves all of it; each request is a short
+// PostgreSQL transaction, so any replica can answer any agent.
+//
+// Authentication is by bearer token: the agent token may only use the agent
+// endpoints, and only for the agent's own attempts; the operator token may
+// use everything else. /metrics and the health endpoints are open.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// MaxClaimWait bounds a claim long-poll (DESIGN §4).
+const MaxClaimWait = 30 * time.Second
+
+// Health is what the health endpoints read from the scheduler.
+type Health interface {
+	Heartbeat(ctx context.Context) error
+	Leading() bool
+	LastTick() time.Time
+	Interval() time.Duration
+}
+
+// Config configures a Server. Store, Metrics and both tokens are required.
+type Config struct {
+	Store             *store.Store
+	Listener          *store.Listener // optional: wakes claim long-polls
+	Metrics           *metrics.Metrics
+	Logger            *slog.Logger
+	AgentToken        string
+	OperatorToken     string
+	HeartbeatInterval time.Duration        // told to agents at register; default 15s
+	Health            Health               // optional
+	LeaderStatus      func() leader.Status // optional
+}
+
+// Server is the HTTP API. Build it with New and mount Handler.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New validates cfg. Errors name the field: tokens must be set and differ.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("api: Store is required")
+	case cfg.Metrics == nil:
+		return nil, errors.New("api: Metrics is required")
+	case cfg.AgentToken == "":
+		return nil, errors.New("agent-token: must not be empty")
+	case cfg.OperatorToken == "":
+		return nil, errors.New("operator-token: must not be empty")
+	case cfg.AgentToken == cfg.OperatorToken:
+		return nil, errors.New("agent-token: must differ from operator-token, or agents could act as operators")
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux()}
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the root handler with metrics instrumentation.
+func (s *Server) Handler() http.Handler { return s.instrument(s.mux) }
+
+type role int
+
+const (
+	roleAgent role = iota + 1
+	roleOperator
+)
+
+func (s *Server) routes() {
+	agent := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(roleAgent, h)) }
+	op := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(roleOperator, h)) }
+
+	agent("POST /v1/agents/register", s.register)
+	agent("POST /v1/agents/{agent_id}/claim", s.claim)
+	agent("POST /v1/agents/{agent_id}/heartbeat", s.heartbeat)
+	agent("POST /v1/agents/{agent_id}/complete", s.complete)
+	agent("POST /v1/agents/{agent_id}/logs", s.logs)
+
+	op("GET /v1/dags", s.listDAGs)
+	op("POST /v1/dags", s.applyDAG)
+	op("GET /v1/dags/{dag_id}", s.getDAG)
+	op("POST /v1/dags/{dag_id}/runs", s.triggerRun)
+	op("GET /v1/runs", s.listRuns)
+	op("GET /v1/runs/{run_id}", s.getRun)
+	op("GET /v1/runs/{run_id}/events", s.runEvents)
+	op("POST /v1/runs/{run_id}/cancel", s.cancelRun)
+	op("GET /v1/runs/{run_id}/tasks/{task_id}/logs", s.readLogs)
+	op("GET /v1/thresholds", s.notYet)
+	op("PUT /v1/thresholds", s.notYet)
+	op("POST /v1/reap", s.notYet)
+
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /monitor/health", s.monitorHealth)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// auth admits a request whose bearer token matches the role's token.
+func (s *Server) auth(want role, next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || got == "" {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "missing bearer token")
+			return
+		}
+		agentOK := subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AgentToken)) == 1
+		opOK := subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.OperatorToken)) == 1
+		switch {
+		case !agentOK && !opOK:
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "invalid bearer token")
+		case want == roleAgent && !agentOK:
+			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "this endpoint needs the agent token")
+		case want == roleOperator && !opOK:
+			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "this endpoint needs the operator token")
+		default:
+			next(w, r)
+		}
+	})
+}
+
+// statusRecorder captures the status code for metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		s.cfg.Metrics.HTTPRequests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+		s.cfg.Metrics.HTTPDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+func (s *Server) notYet(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotImplemented, "not_implemented", r.Pattern+" is not yet available in this version")
+}
+
+// maxBody bounds request bodies: a log batch of 500 lines of up to 64 KiB.
+const maxBody = 40 << 20
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// errors that name the problem.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "request body: "+describeJSONError(err))
+		return false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "request body: trailing data after the JSON object")
+		return false
+	}
+	return true
+}
+
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.As(err, &maxErr):
+		return fmt.Sprintf("larger than %d bytes", maxErr.Limit)
+	case errors.Is(err, io.EOF):
+		return "empty body, expected a JSON object"
+	default:
+		return err.Error()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, errCode, msg string) {
+	writeJSON(w, code, protocol.ErrorBody{Error: protocol.ErrorDetail{Code: errCode, Message: msg}})
+}
+
+// writeStoreError maps store errors to HTTP: not found 404, forbidden 403,
+// conflict / stale attempt 409, anything else 500 (logged).
+func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	var stale *store.StaleAttemptError
+	switch {
+	case errors.As(err, &stale):
+		writeError(w, http.StatusConflict, protocol.CodeStaleAttempt, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, err.Error())
+	case errors.Is(err, store.ErrForbidden):
+		writeError(w, http.StatusForbidden, protocol.CodeForbidden, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, http.StatusConflict, protocol.CodeConflict, err.Error())
+	case r.Context().Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "request cancelled")
+	default:
+		s.log.Error("request failed", "route", r.Pattern, "err", err)
+		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, err.Error())
+	}
+}
+
+// pathID parses a positive integer path value, writing a 400 naming the
+// parameter when it is not one.
+func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	v, err := strconv.ParseInt(r.PathValue(name), 10, 64)
+	if err != nil || v <= 0 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			fmt.Sprintf("path parameter %s: %q is not a positive integer", name, r.PathValue(name)))
+		return 0, false
+	}
+	return v, true
+}

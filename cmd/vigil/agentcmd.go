@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/agent"
+	"github.com/vigil-sched/vigil/store"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		servers   []string
+		token     string
+		tags      []string
+		capacity  int
+		name      string
+		drain     time.Duration
+		claimWait time.Duration
+		ephemeral bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run an agent that claims task instances and runs them as subprocesses",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(servers) == 0 {
+				return usageError("--server: at least one control-plane URL is required")
+			}
+			if token == "" {
+				return usageError("--token: the agent token is required")
+			}
+			log, err := newLogger(cmd, os.Stderr)
+			if err != nil {
+				return err
+			}
+			a, err := agent.New(agent.Config{
+				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
+				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log,
+			})
+			if err != nil {
+				return usageError("%v", err)
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&servers, "server", nil, "control-plane URL(s), comma-separated; the agent fails over between them")
+	f.StringVar(&token, "token", "", "agent bearer token")
+	f.StringSliceVar(&tags, "tags", nil, "tags this agent offers, comma-separated")
+	f.IntVar(&capacity, "capacity", 4, "concurrent task instances")
+	f.StringVar(&name, "name", "", "agent name (default hostname-pid)")
+	f.DurationVar(&drain, "drain-timeout", 5*time.Minute, "on SIGTERM, how long running tasks may finish before they are killed")
+	f.DurationVar(&claimWait, "claim-wait", 30*time.Second, "claim long-poll wait (max 30s)")
+	f.BoolVar(&ephemeral, "ephemeral", false, "deregister on exit (scaler-managed agents)")
+	return cmd
+}
+
+func newMigrateCmd() *cobra.Command {
+	var url string
+	cmd := &cobra.Command{Use: "migrate", Short: "Apply or inspect database migrations"}
+	cmd.PersistentFlags().StringVar(&url, "database-url", "", "PostgreSQL URL (required)")
+	need := func() error {
+		if url == "" {
+			return usageError("--database-url: required")
+		}
+		return nil
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := need(); err != nil {
+				return err
+			}
+			if err := store.Migrate(cmd.Context(), url); err != nil {
+				return err
+			}
+			st, err := store.Status(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", st.Current)
+			return nil
+		},
+	})
+	var output string
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the applied and pending migrations",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := need(); err != nil {
+				return err
+			}
+			if output != "table" && output != "json" {
+				return usageError("--output: %q must be table or json", output)
+			}
+			st, err := store.Status(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "current version: %d\nlatest version:  %d\npending:         %d %v\n",
+				st.Current, st.Latest, len(st.Pending), st.Pending)
+			return nil
+		},
+	}
+	status.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.AddCommand(status)
+	return cmd
+}

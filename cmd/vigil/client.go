@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/api/client"
+)
+
+// defaultServerURL is where client subcommands look for the API (DESIGN §9).
+const defaultServerURL = "http://127.0.0.1:8080"
+
+// operatorTokenFile is where Lite writes its generated operator token,
+// under $VIGIL_DATA_DIR (default .vigil).
+const operatorTokenFile = "operator.token"
+
+// Output formats of -o/--output.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// clientOpts are the flags shared by the client subcommands.
+type clientOpts struct {
+	server, token, output string
+}
+
+// addClientFlags adds --server, --token and -o/--output to cmd: as
+// persistent flags on a group command (no RunE), as local flags on a leaf.
+// bindConfig fills them from VIGIL_SERVER, VIGIL_TOKEN and VIGIL_OUTPUT.
+func addClientFlags(cmd *cobra.Command) *clientOpts {
+	o := &clientOpts{}
+	flags := cmd.Flags()
+	if !cmd.Runnable() {
+		flags = cmd.PersistentFlags()
+	}
+	flags.StringVar(&o.server, "server", defaultServerURL, "Vigil API URL (env VIGIL_SERVER)")
+	flags.StringVar(&o.token, "token", "", "operator token (env VIGIL_TOKEN; default: the token Lite writes to $VIGIL_DATA_DIR/operator.token, .vigil/operator.token)")
+	flags.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
+	return o
+}
+
+// json reports whether -o json was asked for.
+func (o *clientOpts) json() bool { return o.output == outputJSON }
+
+// validate checks -o.
+func (o *clientOpts) validate() error {
+	switch o.output {
+	case outputTable, outputJSON:
+		return nil
+	default:
+		return usageError("--output: %q must be table or json", o.output)
+	}
+}
+
+// newClient validates the flags and builds the API client. Without
+// --token or VIGIL_TOKEN it reads the operator token Lite wrote under
+// $VIGIL_DATA_DIR (default .vigil).
+func (o *clientOpts) newClient() (*client.Client, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	token := strings.TrimSpace(o.token)
+	if token == "" {
+		var err error
+		if token, err = fallbackToken(); err != nil {
+			return nil, err
+		}
+	}
+	if token == "" {
+		return nil, usageError("--token: required (or set VIGIL_TOKEN; Lite writes one to .vigil/operator.token)")
+	}
+	c, err := client.New(o.server, token, nil)
+	if err != nil {
+		return nil, usageError("--%v", err)
+	}
+	return c, nil
+}
+
+// fallbackToken reads <data dir>/operator.token; "" when there is none.
+func fallbackToken() (string, error) {
+	dir := os.Getenv("VIGIL_DATA_DIR")
+	if dir == "" {
+		dir = ".vigil"
+	}
+	path := filepath.Join(dir, operatorTokenFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read operator token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

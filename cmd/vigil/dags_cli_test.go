@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+func writeSpec(t *testing.T, dir, name, dagID string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	spec := "dag_id: " + dagID + "\ntasks:\n  - id: extract\n    command: [\"true\"]\n"
+	require.NoError(t, os.WriteFile(path, []byte(spec), 0o644))
+	return path
+}
+
+// applyRecorder fakes POST /v1/dags: the first apply of a dag_id creates
+// it, later ones are unchanged; it keeps the YAML it received.
+type applyRecorder struct {
+	mu    sync.Mutex
+	yamls []string
+}
+
+func (a *applyRecorder) register(f *fakeAPI) {
+	seen := map[string]bool{}
+	f.mux.HandleFunc("POST /v1/dags", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.ApplyDAGRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fakeError(w, 400, protocol.CodeBadRequest, err.Error())
+			return
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.yamls = append(a.yamls, req.YAML)
+		id := strings.TrimSpace(strings.SplitN(strings.TrimPrefix(req.YAML, "dag_id:"), "\n", 2)[0])
+		result := "created"
+		if seen[id] {
+			result = "unchanged"
+		}
+		seen[id] = true
+		fakeJSON(w, http.StatusOK, protocol.ApplyDAGResponse{DAGID: id, Result: result})
+	})
+}
+
+func TestDagsApplyFilesAndDirectories(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := writeSpec(t, dir, "b.yml", "beta")
+	writeSpec(t, dir, "a.yaml", "alpha")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte("not a spec"), 0o644))
+	other := writeSpec(t, t.TempDir(), "spec.txt", "gamma") // a file is taken whatever its name
+
+	f := newFakeAPI(t)
+	rec := &applyRecorder{}
+	rec.register(f)
+	// b.yml is named twice (directly and through dir): applied once.
+	r := runCLI(t, append([]string{"dags", "apply", dir, b, other}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "dag alpha: created\ndag beta: created\ndag gamma: created\n", r.stdout)
+	require.Len(t, rec.yamls, 3)
+	raw, err := os.ReadFile(b)
+	require.NoError(t, err)
+	assert.Equal(t, string(raw), rec.yamls[1], "the raw YAML text is sent")
+
+	r = runCLI(t, append([]string{"dags", "apply", "-o", "json", b}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var res []protocol.ApplyDAGResponse
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, []protocol.ApplyDAGResponse{{DAGID: "beta", Result: "unchanged"}}, res)
+}
+
+func TestDagsApplyBadFileAppliesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeSpec(t, dir, "a.yaml", "alpha")
+	bad := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("dag_id: beta\ntasks:\n  - id: x\n    command: []\n"), 0o644))
+
+	f := newFakeAPI(t)
+	(&applyRecorder{}).register(f)
+	r := runCLI(t, append([]string{"dags", "apply", dir}, f.serverArgs()...)...)
+	assert.Equal(t, exitError, r.code)
+	require.Error(t, r.err)
+	assert.Contains(t, r.err.Error(), bad)
+	assert.Contains(t, r.err.Error(), "nothing applied")
+	assert.Empty(t, f.requestLog(), "nothing is sent when any file is bad")
+}
+
+func TestDagsApplyDuplicateDagID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeSpec(t, dir, "a.yaml", "same")
+	writeSpec(t, dir, "b.yaml", "same")
+	f := newFakeAPI(t)
+	r := runCLI(t, append([]string{"dags", "apply", dir}, f.serverArgs()...)...)
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.err.Error(), "already declared in")
+	assert.Empty(t, f.requestLog())
+}
+
+func TestDagsApplyArgs(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	r := runCLI(t, append([]string{"dags", "apply"}, f.serverArgs()...)...)
+	assert.Equal(t, exitUsage, r.code)
+
+	r = runCLI(t, append([]string{"dags", "apply", filepath.Join(t.TempDir(), "missing.yaml")}, f.serverArgs()...)...)
+	assert.Equal(t, exitError, r.code)
+
+	r = runCLI(t, append([]string{"dags", "apply", t.TempDir()}, f.serverArgs()...)...)
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.err.Error(), "no DAG spec files")
+	assert.Empty(t, f.requestLog())
+}
+
+func TestDagsList(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("GET /v1/dags", http.StatusOK, protocol.DAGList{DAGs: []protocol.DAG{
+		{DAGID: "pipeline", Tasks: 3, UpdatedAt: cliTime(5)},
+	}})
+	r := runCLI(t, append([]string{"dags", "list"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	assert.Equal(t, []string{"DAG_ID", "TASKS", "UPDATED"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"pipeline", "3", fmtTime(cliTime(5))}, strings.Fields(lines[1]))
+
+	r = runCLI(t, append([]string{"dags", "list", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var dags []protocol.DAG
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dags))
+	require.Len(t, dags, 1)
+	assert.Equal(t, "pipeline", dags[0].DAGID)
+}

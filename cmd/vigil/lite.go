@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/agent"
+	"github.com/vigil-sched/vigil/api"
+	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/scheduler"
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/pgcluster"
+)
+
+// liteOpts are the flags of `vigil lite` (DESIGN §1, §9).
+type liteOpts struct {
+	databaseURL       string
+	dataDir           string
+	dags              string
+	agents            int
+	agentCapacity     int
+	agentTags         []string
+	listen            string
+	agentToken        string
+	operatorToken     string
+	tickInterval      time.Duration
+	heartbeatInterval time.Duration
+	drainTimeout      time.Duration
+}
+
+func newLiteCmd() *cobra.Command {
+	o := &liteOpts{}
+	cmd := &cobra.Command{
+		Use:   "lite",
+		Short: "Run Vigil Lite: API, scheduler and in-process agents in one process",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			log, err := newLogger(cmd, os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runLite(cmd.Context(), o, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL; empty starts a private cluster under --data-dir")
+	f.StringVar(&o.dataDir, "data-dir", ".vigil", "directory for the private PostgreSQL cluster and generated tokens")
+	f.StringVar(&o.dags, "dags", "", "directory (or file) of DAG specs to apply at startup")
+	f.IntVar(&o.agents, "agents", 2, "number of in-process agents (0..64)")
+	f.IntVar(&o.agentCapacity, "agent-capacity", 4, "concurrent task instances per in-process agent (1..1024)")
+	f.StringSliceVar(&o.agentTags, "agent-tags", nil, "tags of the in-process agents, comma-separated")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
+	f.StringVar(&o.agentToken, "agent-token", "", "bearer token for agents; empty: generated into --data-dir/agent.token")
+	f.StringVar(&o.operatorToken, "operator-token", "", "bearer token for operators; empty: generated into --data-dir/operator.token")
+	f.DurationVar(&o.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
+	f.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 15*time.Second, "agent heartbeat interval told to agents (1s..2m)")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "on shutdown, how long in-process agents let running tasks finish")
+	return cmd
+}
+
+func (o *liteOpts) validate() error {
+	switch {
+	case o.agents < 0 || o.agents > 64:
+		return usageError("--agents: %d is outside 0..64", o.agents)
+	case o.agentCapacity < 1 || o.agentCapacity > 1024:
+		return usageError("--agent-capacity: %d is outside 1..1024", o.agentCapacity)
+	case o.heartbeatInterval < time.Second || o.heartbeatInterval > 2*time.Minute:
+		return usageError("--heartbeat-interval: %s is outside 1s..2m", o.heartbeatInterval)
+	case o.tickInterval < 10*time.Millisecond || o.tickInterval > time.Minute:
+		return usageError("--tick-interval: %s is outside 10ms..1m", o.tickInterval)
+	case o.drainTimeout < 0:
+		return usageError("--drain-timeout: must not be negative")
+	case o.databaseURL == "" && o.dataDir == "":
+		return usageError("--data-dir: required when --database-url is empty")
+	}
+	return nil
+}
+
+func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
+	url := o.databaseURL
+	if url == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(o.dataDir, "pg"), Logger: log})
+		if err != nil {
+			return fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cluster.Stop(sctx); err != nil {
+				log.Error("stopping private PostgreSQL", "err", err)
+			}
+		}()
+		url = cluster.URL("vigil")
+		log.Info("private PostgreSQL started", "dir", cluster.Dir(), "port", cluster.Port())
+	}
+	agentToken, err := tokenOrGenerate(o.agentToken, o.dataDir, "agent.token")
+	if err != nil {
+		return err
+	}
+	opToken, err := tokenOrGenerate(o.operatorToken, o.dataDir, "operator.token")
+	if err != nil {
+		return err
+	}
+	if err := store.Migrate(ctx, url); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if o.dags != "" {
+		if err := applyDAGDir(ctx, st, o.dags, log); err != nil {
+			return err
+		}
+	}
+	cp, err := startControlPlane(ctx, controlPlaneConfig{
+		store: st, log: log, listen: o.listen, agentToken: agentToken, operatorToken: opToken,
+		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval,
+		elector: func(m *metrics.Metrics) leader.Elector { return leader.NewStatic(st, replicaID(), log, m) },
+	})
+	if err != nil {
+		return err
+	}
+	agentsDone := startLocalAgents(ctx, o, "http://"+cp.addr, agentToken, log)
+	log.Info("vigil lite ready", "api", "http://"+cp.addr, "agents", o.agents,
+		"operator_token_file", filepath.Join(o.dataDir, "operator.token"))
+	<-ctx.Done()
+	log.Info("shutting down: draining agents")
+	agentsDone.Wait()
+	return cp.shutdown()
+}
+
+// controlPlaneConfig is what Lite and Pro share: store, API, scheduler and
+// an elector.
+type controlPlaneConfig struct {
+	store                           *store.Store
+	log                             *slog.Logger
+	listen                          string
+	agentToken, operatorToken       string
+	tickInterval, heartbeatInterval time.Duration
+	elector                         func(*metrics.Metrics) leader.Elector
+}
+
+type controlPlane struct {
+	addr     string
+	shutdown func() error
+}
+
+// startControlPlane serves the API on cfg.listen and runs the elector with
+// the scheduler as its leader work. Its shutdown stops the HTTP server,
+// then leadership, then the listener.
+func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPlane, error) {
+	m := metrics.New()
+	listener := cfg.store.Listen(context.Background(), cfg.log, store.ChanScheduler, store.ChanQueued)
+	sched, err := scheduler.New(scheduler.Config{
+		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log, Interval: cfg.tickInterval,
+	})
+	if err != nil {
+		listener.Close()
+		return nil, usageError("%v", err)
+	}
+	el := cfg.elector(m)
+	srv, err := api.New(api.Config{
+		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
+		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken,
+		HeartbeatInterval: cfg.heartbeatInterval, Health: sched, LeaderStatus: el.Status,
+	})
+	if err != nil {
+		listener.Close()
+		return nil, usageError("%v", err)
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		listener.Close()
+		return nil, fmt.Errorf("--listen %s: %w", cfg.listen, err)
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.log.Error("http server", "err", err)
+		}
+	}()
+	leadCtx, stopLeading := context.WithCancel(context.Background())
+	electorDone := make(chan error, 1)
+	go func() {
+		electorDone <- el.Run(leadCtx, leader.Callbacks{OnStartedLeading: sched.Lead})
+	}()
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := httpSrv.Shutdown(sctx)
+		stopLeading()
+		if eerr := <-electorDone; eerr != nil {
+			err = errors.Join(err, eerr)
+		}
+		listener.Close()
+		return err
+	}
+	return &controlPlane{addr: ln.Addr().String(), shutdown: shutdown}, nil
+}
+
+// startLocalAgents runs o.agents in-process agents against the local API
+// through the same HTTP protocol as remote ones. The returned WaitGroup is
+// done once every agent has drained after ctx is cancelled.
+func startLocalAgents(ctx context.Context, o *liteOpts, server, token string, log *slog.Logger) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	host, _ := os.Hostname()
+	for i := 1; i <= o.agents; i++ {
+		a, err := agent.New(agent.Config{
+			Servers: []string{server}, Token: token, Name: fmt.Sprintf("%s-lite-%d", host, i),
+			Tags: o.agentTags, Capacity: o.agentCapacity, DrainTimeout: o.drainTimeout,
+			Logger: log.With("agent", i),
+		})
+		if err != nil {
+			log.Error("in-process agent", "err", err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.Run(ctx); err != nil {
+				log.Error("in-process agent stopped", "agent", i, "err", err)
+			}
+		}()
+	}
+	return &wg
+}
+
+// applyDAGDir validates every spec under path before storing any.
+func applyDAGDir(ctx context.Context, st *store.Store, path string, log *slog.Logger) error {
+	specs, err := dag.LoadPaths(path)
+	if err != nil {
+		return fmt.Errorf("--dags: %w", err)
+	}
+	for _, spec := range specs {
+		res, err := st.ApplyDAG(ctx, spec)
+		if err != nil {
+			return err
+		}
+		log.Info("dag applied", "dag_id", spec.DAGID, "result", res)
+	}
+	return nil
+}
+
+// tokenOrGenerate returns explicit, else the token stored in dir/name,
+// else a new random token written there with mode 0600.
+func tokenOrGenerate(explicit, dir, name string) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	path := filepath.Join(dir, name)
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	buf := make([]byte, 24)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(buf)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// replicaID is hostname-pid, the default replica identity.
+func replicaID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/api/client"
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// logsFollowInterval is how often logs --follow polls for new lines.
+const logsFollowInterval = 500 * time.Millisecond
+
+// logsPageLimit is the most lines the server returns per request
+// (store.ReadLogs); a full page means more may be waiting.
+const logsPageLimit = 10000
+
+func newLogsCmd() *cobra.Command {
+	var (
+		o      *clientOpts
+		try    int
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs RUN_ID TASK_ID",
+		Short: "Print a task's log lines",
+		Long: `Print the log lines of task TASK_ID of run RUN_ID, every try unless --try
+is given, as "TIME [STREAM] LINE" (stream stdout, stderr or system). With
+--follow, keep printing new lines until the task has ended and every line
+has been read. -o json prints one JSON object per line.`,
+		Args: exactArgs("RUN_ID", "TASK_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			if try < 0 {
+				return usageError("--try: %d must not be negative (0: every try)", try)
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			return streamLogs(cmd.Context(), c, cmd.OutOrStdout(), id, args[1], try, follow, o.json(), logsFollowInterval)
+		},
+	}
+	o = addClientFlags(cmd)
+	cmd.Flags().IntVar(&try, "try", 0, "only this try number (0: every try)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task ends")
+	return cmd
+}
+
+// streamLogs prints the task's lines page by page, cursoring on the
+// highest line id seen. Without follow it stops once a page is not full;
+// with follow it polls every interval and stops when a reply says the task
+// is terminal and carries no new lines, or when ctx is cancelled (Ctrl-C).
+func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64, taskID string, try int, follow, asJSON bool, interval time.Duration) error {
+	var after int64
+	enc := json.NewEncoder(w)
+	for {
+		page, err := c.Logs(ctx, runID, taskID, try, after)
+		if err != nil {
+			if follow && errors.Is(ctx.Err(), context.Canceled) {
+				return nil // interrupted: the normal end of --follow
+			}
+			return err
+		}
+		for _, l := range page.Lines {
+			if asJSON {
+				if err := enc.Encode(l); err != nil {
+					return err
+				}
+			} else if _, err := fmt.Fprintln(w, fmtLogLine(l)); err != nil {
+				return err
+			}
+			after = max(after, l.ID)
+		}
+		switch {
+		case len(page.Lines) >= logsPageLimit:
+			continue // more are waiting
+		case !follow:
+			return nil
+		case page.Terminal && len(page.Lines) == 0:
+			return nil
+		case page.Terminal:
+			continue // drain what is left without waiting
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil
+			}
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// fmtLogLine is "2026-11-21T10:00:00.123Z [stdout] text".
+func fmtLogLine(l protocol.StoredLogLine) string {
+	return fmtLogTime(l.Time) + " [" + l.Stream + "] " + l.Line
+}

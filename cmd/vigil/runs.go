@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/api/client"
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// runStateNames are the run states --state accepts (DESIGN §3).
+var runStateNames = []string{"queued", "running", "success", "failed", "cancelled"}
+
+// runTerminal reports whether a run state is final.
+func runTerminal(state string) bool {
+	return state == "success" || state == "failed" || state == "cancelled"
+}
+
+// waitRetryFor is how long trigger --wait keeps polling through
+// consecutive transient errors (transport failures, 5xx) before giving up.
+const waitRetryFor = 30 * time.Second
+
+func newRunsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "Trigger, list, inspect and cancel DAG runs",
+		Args:  noArgs,
+	}
+	o := addClientFlags(cmd)
+	cmd.AddCommand(
+		newRunsTriggerCmd(o),
+		newRunsListCmd(o),
+		newRunsShowCmd(o),
+		newRunsEventsCmd(o),
+		newRunsCancelCmd(o),
+	)
+	return cmd
+}
+
+func newRunsTriggerCmd(o *clientOpts) *cobra.Command {
+	var (
+		wait          bool
+		poll, timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "trigger DAG_ID",
+		Short: "Queue a run of a DAG, optionally waiting for it to finish",
+		Long: `Queue a run of DAG_ID. With --wait, poll the run and print each task's
+state changes until the run ends; exit 0 when it ends in success and 3
+when it ends failed or cancelled.`,
+		Args: exactArgs("DAG_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if poll <= 0 {
+				return usageError("--poll: %s must be positive", poll)
+			}
+			if timeout < 0 {
+				return usageError("--timeout: %s must not be negative", timeout)
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			run, err := c.TriggerRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if !wait {
+				if o.json() {
+					return printJSON(out, run)
+				}
+				fmt.Fprintf(out, "run %d of %s %s\n", run.ID, run.DAGID, run.State)
+				return nil
+			}
+			var progress io.Writer = out
+			if o.json() {
+				progress = io.Discard
+			} else {
+				fmt.Fprintf(out, "run %d of %s %s\n", run.ID, run.DAGID, run.State)
+			}
+			detail, err := waitRun(cmd.Context(), c, run.ID, poll, timeout, progress, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				if err := printJSON(out, detail); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintln(out, runSummary(detail.Run))
+			}
+			if detail.State != "success" {
+				return &exitCodeError{code: exitRunFailed, err: fmt.Errorf("run %d ended %s", detail.ID, detail.State)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&wait, "wait", false, "wait for the run to end; exit 3 unless it ends in success")
+	f.DurationVar(&poll, "poll", time.Second, "with --wait: how often to poll the run")
+	f.DurationVar(&timeout, "timeout", 0, "with --wait: give up waiting after this long (0: never); the run goes on")
+	return cmd
+}
+
+// waitRun polls run id until it is terminal, writing a line to progress
+// whenever a task's state changes. Transient errors are retried for up to
+// waitRetryFor; a --timeout expiry is an error (exit 1).
+func waitRun(ctx context.Context, c *client.Client, id int64, poll, timeout time.Duration, progress, stderr io.Writer) (protocol.RunDetail, error) {
+	waitCtx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	shown := make(map[string]string) // task_id -> last state printed
+	var (
+		last        protocol.RunDetail
+		failingFrom time.Time
+	)
+	for {
+		d, err := c.GetRun(waitCtx, id)
+		switch {
+		case err == nil:
+			failingFrom = time.Time{}
+			last = d
+			for _, ti := range d.TaskInstances {
+				if ti.State == "none" || shown[ti.TaskID] == ti.State {
+					continue
+				}
+				shown[ti.TaskID] = ti.State
+				fmt.Fprintln(progress, "  "+tiProgress(ti))
+			}
+			if runTerminal(d.State) {
+				return d, nil
+			}
+		case waitCtx.Err() != nil:
+			// Handled below.
+		case retryablePollError(err):
+			if failingFrom.IsZero() {
+				failingFrom = time.Now()
+				fmt.Fprintf(stderr, "vigil: polling run %d: %v (retrying)\n", id, err)
+			} else if time.Since(failingFrom) > waitRetryFor {
+				return last, fmt.Errorf("run %d: giving up after %s of errors: %w", id, waitRetryFor, err)
+			}
+		default:
+			return last, err
+		}
+		select {
+		case <-waitCtx.Done():
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			state := last.State
+			if state == "" {
+				state = "queued"
+			}
+			return last, fmt.Errorf("run %d still %s after --timeout %s; it goes on (see vigil runs show %d)", id, state, timeout, id)
+		case <-time.After(poll):
+		}
+	}
+}
+
+// retryablePollError reports whether a poll error is worth retrying: a transport
+// failure, or the server being overloaded or unavailable.
+func retryablePollError(err error) bool {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests
+	}
+	return true
+}
+
+// tiProgress is one progress line: "extract up_for_retry (try 1/3):
+// exit_code: exited with status 1".
+func tiProgress(ti protocol.TaskInstance) string {
+	s := ti.TaskID + " " + ti.State
+	if ti.MaxTries > 1 && ti.TryNumber > 0 {
+		s += fmt.Sprintf(" (try %d/%d)", ti.TryNumber, ti.MaxTries)
+	}
+	if ti.Reason != "" {
+		s += ": " + ti.Reason
+	}
+	if ti.Message != "" {
+		s += ": " + ti.Message
+	}
+	return s
+}
+
+// runSummary is the final line of trigger --wait: "run 12 success", or
+// "run 12 failed (run_timeout): ...".
+func runSummary(r protocol.Run) string {
+	s := fmt.Sprintf("run %d %s", r.ID, r.State)
+	if r.Reason != "" {
+		s += " (" + r.Reason + ")"
+	}
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s
+}
+
+func newRunsListCmd(o *clientOpts) *cobra.Command {
+	var (
+		state, dagID string
+		limit        int
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state != "" && !slices.Contains(runStateNames, state) {
+				return usageError("--state: %q must be one of queued, running, success, failed, cancelled", state)
+			}
+			if limit < 1 || limit > 10000 {
+				return usageError("--limit: %d must be in 1..10000", limit)
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			runs, err := c.ListRuns(cmd.Context(), state, dagID, limit)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				if runs == nil {
+					runs = []protocol.Run{}
+				}
+				return printJSON(cmd.OutOrStdout(), runs)
+			}
+			now := time.Now()
+			tw := newTable(cmd.OutOrStdout())
+			tableRow(tw, "RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS")
+			for _, r := range runs {
+				tableRow(tw, strconv.FormatInt(r.ID, 10), r.DAGID, r.State, fmtTimePtr(r.StartDate),
+					elapsed(r.StartDate, r.EndDate, now), fmtCounts(r.TaskCounts))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "only runs in this state: queued, running, success, failed or cancelled")
+	f.StringVar(&dagID, "dag", "", "only runs of this DAG")
+	f.IntVar(&limit, "limit", 100, "at most this many runs (1..10000)")
+	return cmd
+}
+
+func newRunsShowCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show RUN_ID",
+		Short: "Show a run and its task instances",
+		Args:  exactArgs("RUN_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			d, err := c.GetRun(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			return printRunDetail(cmd.OutOrStdout(), d, time.Now())
+		},
+	}
+}
+
+// printRunDetail writes the run header, then its task instance table.
+func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time) error {
+	tw := newTable(w)
+	tableRow(tw, "Run:", strconv.FormatInt(d.ID, 10))
+	tableRow(tw, "DAG:", d.DAGID)
+	tableRow(tw, "State:", d.State)
+	if d.Reason != "" {
+		tableRow(tw, "Reason:", d.Reason)
+	}
+	if d.Message != "" {
+		tableRow(tw, "Message:", tableCell(d.Message))
+	}
+	tableRow(tw, "Queued:", fmtTime(d.QueuedAt))
+	tableRow(tw, "Started:", fmtTimePtr(d.StartDate))
+	tableRow(tw, "Ended:", fmtTimePtr(d.EndDate))
+	tableRow(tw, "Duration:", elapsed(d.StartDate, d.EndDate, now))
+	tableRow(tw, "Tasks:", fmtCounts(d.TaskCounts))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	tableRow(tw, "TASK", "STATE", "TRY/MAX", "AGENT", "DURATION", "REASON", "MESSAGE")
+	for _, ti := range d.TaskInstances {
+		start := ti.StartedAt
+		if start == nil {
+			start = ti.ClaimedAt
+		}
+		tableRow(tw, ti.TaskID, ti.State, fmt.Sprintf("%d/%d", ti.TryNumber, ti.MaxTries), fmtOptInt(ti.AgentID),
+			elapsed(start, ti.EndDate, now), tableCell(ti.Reason), tableCell(ti.Message))
+	}
+	return tw.Flush()
+}
+
+func newRunsEventsCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "events RUN_ID",
+		Short: "Show a run's timeline of events",
+		Args:  exactArgs("RUN_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			events, err := c.RunEvents(cmd.Context(), id, 0)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				if events == nil {
+					events = []protocol.Event{}
+				}
+				return printJSON(cmd.OutOrStdout(), events)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			tableRow(tw, "TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE")
+			for _, e := range events {
+				tableRow(tw, fmtTime(e.Time), e.Kind, tableCell(e.TaskID), fmtOptInt(e.TryNumber), fmtOptInt(e.AgentID), tableCell(e.Message))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newRunsCancelCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel RUN_ID",
+		Short: "Cancel a queued or running run",
+		Args:  exactArgs("RUN_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			run, err := c.CancelRun(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), run)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "run %d %s\n", run.ID, run.State)
+			return nil
+		},
+	}
+}

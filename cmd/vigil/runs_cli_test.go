@@ -1,0 +1,259 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+func queuedRun() protocol.Run {
+	return protocol.Run{ID: 12, DAGID: "pipeline", State: "queued", QueuedAt: at(0)}
+}
+
+func detail(state string, tis ...protocol.TaskInstance) protocol.RunDetail {
+	d := protocol.RunDetail{Run: queuedRun(), TaskInstances: tis}
+	d.State = state
+	return d
+}
+
+func ti(task, state string) protocol.TaskInstance {
+	return protocol.TaskInstance{RunID: 12, TaskID: task, State: state, TryNumber: 1, MaxTries: 1}
+}
+
+func TestRunsTriggerWaitSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
+	f.sequence("GET /v1/runs/12",
+		detail("queued", ti("extract", "none"), ti("load", "none")),
+		detail("running", ti("extract", "running"), ti("load", "none")),
+		fakeErr{http.StatusServiceUnavailable, protocol.CodeUnavailable, "failing over"}, // retried
+		detail("running", ti("extract", "success"), ti("load", "running")),
+		detail("success", ti("extract", "success"), ti("load", "success")),
+	)
+	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "1ms"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, strings.Join([]string{
+		"run 12 of pipeline queued",
+		"  extract running",
+		"  extract success",
+		"  load running",
+		"  load success",
+		"run 12 success",
+		"",
+	}, "\n"), r.stdout)
+	assert.Contains(t, r.stderr, "retrying")
+}
+
+func TestRunsTriggerWaitFailedExits3(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
+	failed := ti("extract", "failed")
+	failed.Reason, failed.Message = "exit_code", "exited with status 1"
+	final := detail("failed", failed, ti("load", "upstream_failed"))
+	final.Reason, final.Message = "upstream_failed", "task extract failed"
+	f.sequence("GET /v1/runs/12", final)
+
+	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "1ms"}, f.serverArgs()...)...)
+	require.Error(t, r.err)
+	assert.Equal(t, exitRunFailed, r.code)
+	assert.Contains(t, r.stdout, "  extract failed: exit_code: exited with status 1\n")
+	assert.Contains(t, r.stdout, "run 12 failed (upstream_failed): task extract failed\n")
+}
+
+func TestRunsTriggerWaitJSON(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
+	f.sequence("GET /v1/runs/12", detail("running", ti("extract", "running")), detail("cancelled", ti("extract", "cancelled")))
+
+	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "1ms", "-o", "json"}, f.serverArgs()...)...)
+	assert.Equal(t, exitRunFailed, r.code)
+	var got protocol.RunDetail
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+	assert.Equal(t, "cancelled", got.State)
+	require.Len(t, got.TaskInstances, 1)
+}
+
+func TestRunsTriggerWaitTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
+	f.sequence("GET /v1/runs/12", detail("running", ti("extract", "running")))
+
+	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "5ms", "--timeout", "50ms"}, f.serverArgs()...)...)
+	require.Error(t, r.err)
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.err.Error(), "run 12 still running after --timeout 50ms")
+}
+
+func TestRunsTriggerNoWait(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/dags/{dag_id}/runs", http.StatusCreated, protocol.Run{ID: 3, DAGID: "a.b", State: "queued"})
+	r := runCLI(t, append([]string{"runs", "trigger", "a.b"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "run 3 of a.b queued\n", r.stdout)
+	assert.Equal(t, []string{"POST /v1/dags/a.b/runs"}, f.requestLog())
+	assert.Equal(t, []string{"Bearer " + fakeToken}, f.authLog())
+}
+
+func TestRunsTriggerAPIError(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	r := runCLI(t, "runs", "trigger", "nope", "--server", f.URL, "--token", "wrong")
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.err.Error(), "unauthorized: invalid bearer token (HTTP 401)")
+}
+
+func TestBadRunIDIsUsage(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	for _, args := range [][]string{
+		{"runs", "show", "abc"},
+		{"runs", "show", "0"},
+		{"runs", "events", "1.5"},
+		{"runs", "cancel", "x"},
+		{"logs", "abc", "extract"},
+	} {
+		r := runCLI(t, append(args, f.serverArgs()...)...)
+		assert.Equal(t, exitUsage, r.code, "%v: %v", args, r.err)
+		if assert.Error(t, r.err) {
+			assert.Contains(t, r.err.Error(), "RUN_ID", args)
+		}
+	}
+	for _, args := range [][]string{
+		{"runs", "show"},
+		{"runs", "show", "1", "2"},
+		{"logs", "1"},
+	} {
+		r := runCLI(t, append(args, f.serverArgs()...)...)
+		assert.Equal(t, exitUsage, r.code, "%v: %v", args, r.err)
+	}
+	assert.Empty(t, f.requestLog())
+}
+
+func TestBadOutputIsUsage(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	for _, args := range [][]string{
+		{"runs", "list", "-o", "yaml"},
+		{"dags", "list", "--output", "wide"},
+		{"logs", "1", "extract", "-o", "xml"},
+	} {
+		r := runCLI(t, append(args, f.serverArgs()...)...)
+		assert.Equal(t, exitUsage, r.code, "%v: %v", args, r.err)
+		if assert.Error(t, r.err) {
+			assert.Contains(t, r.err.Error(), "--output")
+		}
+	}
+	assert.Empty(t, f.requestLog())
+}
+
+func TestRunsListValidatesState(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	r := runCLI(t, append([]string{"runs", "list", "--state", "bogus"}, f.serverArgs()...)...)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.err.Error(), "--state")
+	assert.Empty(t, f.requestLog())
+}
+
+func TestRunsList(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("GET /v1/runs", http.StatusOK, protocol.RunList{Runs: []protocol.Run{{
+		ID: 12, DAGID: "pipeline", State: "success", QueuedAt: at(0), StartDate: ptr(at(1)), EndDate: ptr(at(3)),
+		TaskCounts: map[string]int{"running": 1, "success": 5},
+	}, {
+		ID: 13, DAGID: "pipeline", State: "queued", QueuedAt: at(4),
+	}}})
+	r := runCLI(t, append([]string{"runs", "list", "--state", "success", "--dag", "pipeline", "--limit", "5"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{"GET /v1/runs?dag_id=pipeline&limit=5&state=success"}, f.requestLog())
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	assert.Equal(t, []string{"RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"12", "pipeline", "success", fmtTime(at(1)), "2m0s", "success=5", "running=1"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{"13", "pipeline", "queued", "-", "-", "-"}, strings.Fields(lines[2]))
+
+	r = runCLI(t, append([]string{"runs", "list", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var runs []protocol.Run
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &runs))
+	assert.Len(t, runs, 2)
+}
+
+func TestRunsShow(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	d := detail("failed", protocol.TaskInstance{
+		TaskID: "extract", State: "failed", TryNumber: 2, MaxTries: 3, AgentID: ptr(int64(4)),
+		StartedAt: ptr(at(1)), EndDate: ptr(at(2)), Reason: "agent_lost", Message: "agent 4 silent\tfor 90s",
+	}, ti("load", "upstream_failed"))
+	d.Reason, d.Message = "upstream_failed", "task extract failed"
+	d.StartDate, d.EndDate = ptr(at(1)), ptr(at(2))
+	f.reply("GET /v1/runs/12", http.StatusOK, d)
+
+	r := runCLI(t, append([]string{"runs", "show", "12"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Contains(t, r.stdout, "State:    failed\n")
+	assert.Contains(t, r.stdout, "Reason:   upstream_failed\n")
+	assert.Contains(t, r.stdout, "Duration: 1m0s\n")
+	var table []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "TASK") || strings.HasPrefix(l, "extract") || strings.HasPrefix(l, "load") {
+			table = append(table, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	assert.Equal(t, []string{
+		"TASK STATE TRY/MAX AGENT DURATION REASON MESSAGE",
+		"extract failed 2/3 4 1m0s agent_lost agent 4 silent for 90s",
+		"load upstream_failed 1/1 - - - -",
+	}, table)
+
+	r = runCLI(t, append([]string{"runs", "show", "12", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var got protocol.RunDetail
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	assert.Equal(t, "agent_lost", got.TaskInstances[0].Reason)
+}
+
+func TestRunsEvents(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("GET /v1/runs/12/events", http.StatusOK, protocol.EventList{Events: []protocol.Event{
+		{ID: 1, RunID: 12, Time: at(0), Kind: "run_queued", Message: "triggered"},
+		{ID: 2, RunID: 12, Time: at(1), Kind: "ti_claimed", TaskID: "extract", TryNumber: ptr(1), AgentID: ptr(int64(4)), Message: "claimed"},
+	}})
+	r := runCLI(t, append([]string{"runs", "events", "12"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3)
+	assert.Equal(t, []string{"TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{fmtTime(at(0)), "run_queued", "-", "-", "-", "triggered"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{fmtTime(at(1)), "ti_claimed", "extract", "1", "4", "claimed"}, strings.Fields(lines[2]))
+}
+
+func TestRunsCancel(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/runs/12/cancel", http.StatusOK, protocol.Run{ID: 12, DAGID: "pipeline", State: "cancelled"})
+	f.reply("POST /v1/runs/13/cancel", http.StatusConflict, protocol.ErrorBody{Error: protocol.ErrorDetail{Code: "conflict", Message: "run 13 is already success"}})
+
+	r := runCLI(t, append([]string{"runs", "cancel", "12"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "run 12 cancelled\n", r.stdout)
+
+	r = runCLI(t, append([]string{"runs", "cancel", "13"}, f.serverArgs()...)...)
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.err.Error(), "run 13 is already success")
+}

@@ -1,0 +1,229 @@
+package dag
+
+import (
+	"container/heap"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits and defaults of a spec (DESIGN §9). They bound what one DAG may ask
+// of the scheduler and what one API request may make [Parse] do.
+const (
+	// MaxSpecBytes is the largest YAML input Parse accepts: 1 MiB.
+	MaxSpecBytes = 1 << 20
+	// MaxTasks is the largest number of tasks in one DAG.
+	MaxTasks = 10000
+	// DefaultMaxActiveTasks is what MaxActiveTasks means when it is 0.
+	DefaultMaxActiveTasks = 16
+	// MaxMaxActiveTasks is the largest MaxActiveTasks.
+	MaxMaxActiveTasks = 10000
+	// MaxEnvVars is the most variables one Task.Env may set. It also caps
+	// the keys of any YAML mapping, which keeps Parse cheap.
+	MaxEnvVars = 256
+	// MaxRetries is the largest Task.Retries.
+	MaxRetries = 100
+	// DefaultMaxRetryDelay is what Task.MaxRetryDelay means when it is 0
+	// and Task.RetryExponentialBackoff is set.
+	DefaultMaxRetryDelay = time.Hour
+	// RetryDelayLimit bounds Task.RetryDelay and Task.MaxRetryDelay.
+	RetryDelayLimit = 24 * time.Hour
+	// ExecutionTimeoutLimit bounds Task.ExecutionTimeout.
+	ExecutionTimeoutLimit = 7 * 24 * time.Hour
+	// RunTimeoutLimit bounds Spec.Timeout.
+	RunTimeoutLimit = 30 * 24 * time.Hour
+)
+
+// idPattern is the shape of dag_id and task ids: it is safe in URLs, file
+// names, metric labels and log lines without escaping.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,249}$`)
+
+// ValidID reports whether id is a valid dag_id or task id: 1 to 250
+// characters of [A-Za-z0-9_.-], the first a letter or digit (DESIGN §9).
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// Spec is one DAG (DESIGN §3, §9): the unit users apply and trigger. The
+// YAML and JSON field names are the contract; JSON writes every numeric
+// field so that stored specs are explicit.
+type Spec struct {
+	// DAGID names the DAG; see ValidID for its shape.
+	DAGID string `yaml:"dag_id" json:"dag_id"`
+	// Description is free text for humans.
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// Timeout bounds a whole run; past it, the run's unfinished task
+	// instances are cancelled with reason run_timeout (DESIGN §3). 0 means
+	// no limit; at most RunTimeoutLimit.
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// MaxActiveTasks caps the task instances of one run that are queued or
+	// running at once. 0 (omitted) means DefaultMaxActiveTasks, which
+	// ApplyDefaults fills in; at most MaxMaxActiveTasks.
+	MaxActiveTasks int `yaml:"max_active_tasks,omitempty" json:"max_active_tasks"`
+	// Tasks lists the tasks in declaration order, which TopoOrder uses to
+	// break ties. At least one, at most MaxTasks.
+	Tasks []Task `yaml:"tasks" json:"tasks"`
+}
+
+// Task is one node of a DAG: a command run on an agent once its upstream
+// tasks have succeeded.
+type Task struct {
+	// ID names the task, unique within its DAG; see ValidID.
+	ID string `yaml:"id" json:"id"`
+	// DependsOn lists the ids of the tasks that must succeed first.
+	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// Command is the argv to execute, with no shell unless it names one
+	// (e.g. ["sh", "-c", "..."]). Command[0] must be non-empty.
+	Command []string `yaml:"command" json:"command"`
+	// Env adds variables to the task's environment; at most MaxEnvVars.
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Tags are the agent tags the task requires: only an agent with all of
+	// them may run it.
+	Tags []string `yaml:"tags,omitempty" json:"tags,omitempty"`
+	// Retries is how many more tries a failed task gets, 0 to MaxRetries.
+	// A task runs at most Retries+1 times.
+	Retries int `yaml:"retries,omitempty" json:"retries"`
+	// RetryDelay is the wait before a retry; at most RetryDelayLimit.
+	RetryDelay Duration `yaml:"retry_delay,omitempty" json:"retry_delay"`
+	// RetryExponentialBackoff doubles the delay on every retry, starting at
+	// RetryDelay and capped at MaxRetryDelay.
+	RetryExponentialBackoff bool `yaml:"retry_exponential_backoff,omitempty" json:"retry_exponential_backoff"`
+	// MaxRetryDelay caps the exponential delay; ApplyDefaults sets it to
+	// DefaultMaxRetryDelay when it is 0 and RetryExponentialBackoff is set.
+	// At most RetryDelayLimit.
+	MaxRetryDelay Duration `yaml:"max_retry_delay,omitempty" json:"max_retry_delay"`
+	// ExecutionTimeout bounds one try; a try past it fails with reason
+	// execution_timeout. 0 means no limit; at most ExecutionTimeoutLimit.
+	ExecutionTimeout Duration `yaml:"execution_timeout,omitempty" json:"execution_timeout"`
+}
+
+// ApplyDefaults fills in the defaults that the zero values stand for
+// (MaxActiveTasks, MaxRetryDelay) and turns empty lists and maps into nil,
+// so that a spec compares equal to itself after a YAML or JSON round trip.
+// Parse calls it; call it on specs built or decoded any other way before
+// storing or scheduling them. It does not validate.
+func (s *Spec) ApplyDefaults() {
+	if s.MaxActiveTasks == 0 {
+		s.MaxActiveTasks = DefaultMaxActiveTasks
+	}
+	if len(s.Tasks) == 0 {
+		s.Tasks = nil
+	}
+	for i := range s.Tasks {
+		t := &s.Tasks[i]
+		if t.RetryExponentialBackoff && t.MaxRetryDelay == 0 {
+			t.MaxRetryDelay = Duration(DefaultMaxRetryDelay)
+		}
+		if len(t.DependsOn) == 0 {
+			t.DependsOn = nil
+		}
+		if len(t.Command) == 0 {
+			t.Command = nil
+		}
+		if len(t.Env) == 0 {
+			t.Env = nil
+		}
+		if len(t.Tags) == 0 {
+			t.Tags = nil
+		}
+	}
+}
+
+// TopoOrder returns the task ids in an order where every task comes after
+// the tasks it depends on. It is stable: among tasks that are ready at the
+// same time, the one declared first comes first, so a chain keeps its
+// declaration order and the result is the same on every call.
+//
+// TopoOrder is meant for valid specs. On an invalid one it still returns
+// every task exactly once and does not panic: unknown dependencies are
+// ignored, a duplicate id refers to its first declaration, and tasks on or
+// behind a cycle follow the others in declaration order.
+func (s *Spec) TopoOrder() []string {
+	n := len(s.Tasks)
+	first := make(map[string]int, n)
+	for i, t := range s.Tasks {
+		if _, ok := first[t.ID]; !ok {
+			first[t.ID] = i
+		}
+	}
+	indeg := make([]int, n)
+	down := make([][]int, n) // down[j]: tasks that depend on task j
+	for i, t := range s.Tasks {
+		seen := make(map[int]bool, len(t.DependsOn))
+		for _, dep := range t.DependsOn {
+			j, ok := first[dep]
+			if !ok || j == i || seen[j] {
+				continue
+			}
+			seen[j] = true
+			indeg[i]++
+			down[j] = append(down[j], i)
+		}
+	}
+	ready := make(intHeap, 0, n)
+	for i := range n {
+		if indeg[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	heap.Init(&ready)
+	order := make([]string, 0, n)
+	placed := make([]bool, n)
+	for ready.Len() > 0 {
+		i := heap.Pop(&ready).(int)
+		placed[i] = true
+		order = append(order, s.Tasks[i].ID)
+		for _, k := range down[i] {
+			if indeg[k]--; indeg[k] == 0 {
+				heap.Push(&ready, k)
+			}
+		}
+	}
+	for i := range n {
+		if !placed[i] {
+			order = append(order, s.Tasks[i].ID)
+		}
+	}
+	return order
+}
+
+// intHeap is a min-heap of task indexes: the earliest declared ready task
+// is taken first.
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// maxShown is how many bytes of a user-supplied string an error message
+// quotes; the rest is elided so that a 1 MiB value cannot flood a log.
+const maxShown = 64
+
+// truncate shortens s to about maxShown bytes on a rune boundary, marking
+// the cut with "...".
+func truncate(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	cut := maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// quote returns s Go-quoted for an error message, truncated to about
+// maxShown bytes with "..." after the closing quote.
+func quote(s string) string {
+	if len(s) <= maxShown {
+		return strconv.Quote(s)
+	}
+	t := truncate(s)
+	return strconv.Quote(t[:len(t)-3]) + "..."
+}

@@ -1,0 +1,106 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// Static is Lite's elector: the process always leads, but its term is
+// still fenced by an epoch drawn from a database sequence (DESIGN §1). A
+// second Lite process started against the same database draws a larger
+// epoch and fences this one out; this one then stops leading for good,
+// says so in the log, and keeps serving the API.
+type Static struct {
+	store   *store.Store
+	self    string
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	status  statusBox
+}
+
+// NewStatic returns a Static elector for replica id self. log and m may be
+// nil.
+func NewStatic(st *store.Store, self string, log *slog.Logger, m *metrics.Metrics) *Static {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Static{store: st, self: self, log: log, metrics: m}
+	s.status.set(func(x *Status) { x.Self = self })
+	return s
+}
+
+// Status implements Elector.
+func (s *Static) Status() Status { return s.status.get() }
+
+// Run takes an epoch (retrying while the database is unreachable), leads
+// until ctx ends or the fence rejects a write, and then returns (on ctx)
+// or idles (when fenced). It returns nil when ctx is cancelled.
+func (s *Static) Run(ctx context.Context, cb Callbacks) error {
+	term, err := s.acquire(ctx)
+	if err != nil {
+		return nil // ctx cancelled
+	}
+	s.setLeading(term, true)
+	s.log.Info("leading", "epoch", term.Epoch, "replica", term.Holder, "elector", "static")
+	err = cb.OnStartedLeading(ctx, term)
+	s.setLeading(term, false)
+	if cb.OnStoppedLeading != nil {
+		cb.OnStoppedLeading(term, err)
+	}
+	var fenced *store.FencedError
+	if errors.As(err, &fenced) {
+		s.status.set(func(x *Status) { x.Leader = fenced.Holder })
+		s.log.Error("another Vigil process took over scheduling for this database; this process stopped leading and only serves the API",
+			"our_epoch", fenced.Ours, "fence_epoch", fenced.Current, "new_leader", fenced.Holder)
+		<-ctx.Done()
+		return nil
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("static elector: leader work ended: %w", err)
+	}
+	return nil
+}
+
+func (s *Static) acquire(ctx context.Context) (Term, error) {
+	backoff := 500 * time.Millisecond
+	for {
+		epoch, err := s.store.NextLiteEpoch(ctx)
+		if err == nil {
+			err = s.store.AcquireFence(ctx, epoch, s.self)
+			if err == nil {
+				return Term{Epoch: epoch, Holder: s.self}, nil
+			}
+		}
+		s.log.Warn("could not take the leader epoch; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return Term{}, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (s *Static) setLeading(term Term, leading bool) {
+	s.status.set(func(x *Status) {
+		x.Leading, x.Epoch = leading, term.Epoch
+		if leading {
+			x.Leader = term.Holder
+		}
+	})
+	if s.metrics != nil {
+		s.metrics.LeaderChanges.Inc()
+		s.metrics.LeaderEpoch.Set(float64(term.Epoch))
+		if leading {
+			s.metrics.Leader.Set(1)
+		} else {
+			s.metrics.Leader.Set(0)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+// Package metrics defines Vigil's Prometheus collectors (prefix vigil_) and
+// the decision label values, all from DESIGN §10. One Metrics value is
+// created per process and shared by the scheduler, reapers, elector and API.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Decision labels of vigil_scheduler_decisions_total (DESIGN §6, §7).
+const (
+	DecisionAgentLost            = "agent_lost"
+	DecisionAgentLostRequeued    = "agent_lost_requeued"
+	DecisionDispatchLost         = "dispatch_lost"
+	DecisionDispatchLostDeferred = "dispatch_lost_deferred"
+	DecisionOrphanReaped         = "orphan_reaped"
+	DecisionOrphanFinalized      = "orphan_finalized"
+	DecisionLateCompletion       = "late_completion_accepted"
+	DecisionAgentInactive        = "agent_inactive"
+	DecisionExecutionTimeout     = "execution_timeout"
+	DecisionRunTimeout           = "run_timeout"
+	DecisionRetentionPruned      = "retention_pruned"
+	DecisionSuffixListError      = "_list_error"
+	DecisionSuffixCandidateError = "_error"
+)
+
+// Metrics holds every collector, registered on Registry together with the
+// Go runtime and process collectors.
+type Metrics struct {
+	Registry             *prometheus.Registry
+	Decisions            *prometheus.CounterVec   // {decision}
+	Leader               prometheus.Gauge         // 1 on the leader
+	LeaderEpoch          prometheus.Gauge         // this replica's fencing epoch
+	LeaderChanges        prometheus.Counter       // leadership gained or lost
+	FencedWritesRejected prometheus.Counter       // leader writes refused by the fence
+	ReaperDuration       *prometheus.HistogramVec // {reaper}, seconds per sweep
+	TickDuration         prometheus.Histogram     // seconds per scheduler tick
+	LastTick             prometheus.Gauge         // unix seconds of the last finished tick
+	HeartbeatsReceived   prometheus.Counter       // agent heartbeats accepted
+	HTTPRequests         *prometheus.CounterVec   // {route, code}
+	HTTPDuration         *prometheus.HistogramVec // {route}, seconds
+}
+
+// New creates and registers every collector on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_scheduler_decisions_total", Help: "Reaper and recovery decisions, by decision.",
+		}, []string{"decision"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_leader", Help: "1 when this replica leads, else 0.",
+		}),
+		LeaderEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_leader_epoch", Help: "Fencing epoch of this replica's current or last term.",
+		}),
+		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_leader_changes_total", Help: "Times this replica gained or lost leadership.",
+		}),
+		FencedWritesRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_fenced_writes_rejected_total", Help: "Leader-only writes refused by the PostgreSQL fence.",
+		}),
+		ReaperDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vigil_reaper_duration_seconds", Help: "Time per reaper sweep.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"reaper"}),
+		TickDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vigil_scheduler_tick_duration_seconds", Help: "Time per scheduler tick.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}),
+		LastTick: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_scheduler_last_tick_timestamp_seconds", Help: "Unix time the last scheduler tick finished.",
+		}),
+		HeartbeatsReceived: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_heartbeats_received_total", Help: "Agent heartbeats accepted.",
+		}),
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_http_requests_total", Help: "API requests by route and status code.",
+		}, []string{"route", "code"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vigil_http_request_duration_seconds", Help: "API latency by route.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.FencedWritesRejected,
+		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
+	)
+	return m
+}
+
+// Decide increments vigil_scheduler_decisions_total{decision}.
+func (m *Metrics) Decide(decision string) { m.Decisions.WithLabelValues(decision).Inc() }

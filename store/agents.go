@@ -1,0 +1,211 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// RegisterAgent upserts the agent by name (a restarted agent keeps its id),
+// marks it active, and reconciles the attempts it reports in flight: the
+// current ones are refreshed like a heartbeat, the rest are returned as
+// StopOrders (DESIGN §4 register; KiCI in-flight reporting).
+func (s *Store) RegisterAgent(ctx context.Context, req protocol.RegisterRequest) (int64, []protocol.StopOrder, time.Time, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO agents (name, tags, capacity) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE
+		   SET tags = EXCLUDED.tags, capacity = EXCLUDED.capacity, state = 'active', last_heartbeat_at = now()
+		RETURNING id`, req.Name, nonNil(req.Tags), req.Capacity).Scan(&id)
+	if err != nil {
+		return 0, nil, time.Time{}, fmt.Errorf("register agent %q: %w", req.Name, err)
+	}
+	entries := make([]protocol.HeartbeatEntry, len(req.InFlight))
+	for i, a := range req.InFlight {
+		entries[i] = protocol.HeartbeatEntry{Attempt: a, Started: true}
+	}
+	stops, now, err := s.Heartbeat(ctx, id, entries)
+	if err != nil {
+		return 0, nil, time.Time{}, fmt.Errorf("register agent %q: %w", req.Name, err)
+	}
+	return id, stops, now, nil
+}
+
+// Heartbeat refreshes the agent and every listed current attempt in one
+// statement: last_heartbeat_at = now(), and started_at on the first report
+// with Started. It returns the attempts the agent must stop and the
+// database clock. Errors: ErrNotFound when the agent is unknown or
+// deregistered (the agent must register again). DESIGN §4 heartbeat.
+func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol.HeartbeatEntry) ([]protocol.StopOrder, time.Time, error) {
+	ids := make([]int64, len(entries))
+	attempts := make([]string, len(entries))
+	started := make([]bool, len(entries))
+	for i, e := range entries {
+		ids[i], attempts[i], started[i] = e.TIID, e.AttemptID, e.Started
+	}
+	var agentOK bool
+	var stale []byte
+	var now time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH a AS (
+		  UPDATE agents SET last_heartbeat_at = now(), state = 'active'
+		   WHERE id = $1 AND state <> 'deregistered' RETURNING id),
+		e AS (
+		  SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::bool[]) AS e(ti_id, attempt_id, started)),
+		upd AS (
+		  UPDATE task_instances t
+		     SET last_heartbeat_at = now(),
+		         started_at = CASE WHEN e.started THEN coalesce(t.started_at, now()) ELSE t.started_at END
+		    FROM e, a
+		   WHERE t.id = e.ti_id AND t.attempt_id = e.attempt_id AND t.agent_id = a.id AND t.state = 'running'
+		  RETURNING t.id)
+		SELECT EXISTS (SELECT 1 FROM a),
+		       coalesce((SELECT jsonb_agg(jsonb_build_object(
+		           'ti_id', e.ti_id, 'attempt_id', e.attempt_id, 'state', t.state,
+		           'current', t.attempt_id, 'reason', t.reason))
+		         FROM e LEFT JOIN task_instances t ON t.id = e.ti_id
+		        WHERE e.ti_id NOT IN (SELECT id FROM upd)), '[]'),
+		       now()`, agentID, ids, attempts, started).Scan(&agentOK, &stale, &now)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("heartbeat of agent %d: %w", agentID, err)
+	}
+	if !agentOK {
+		return nil, now, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+	}
+	var rows []struct {
+		TIID      int64   `json:"ti_id"`
+		AttemptID string  `json:"attempt_id"`
+		State     *string `json:"state"`
+		Current   *string `json:"current"`
+		Reason    *string `json:"reason"`
+	}
+	if err := json.Unmarshal(stale, &rows); err != nil {
+		return nil, now, fmt.Errorf("heartbeat of agent %d: %w", agentID, err)
+	}
+	stops := make([]protocol.StopOrder, 0, len(rows))
+	for _, r := range rows {
+		stops = append(stops, protocol.StopOrder{
+			Attempt: protocol.Attempt{TIID: r.TIID, AttemptID: r.AttemptID},
+			Reason:  stopReason(deref(r.State), deref(r.Current), r.AttemptID, deref(r.Reason)),
+		})
+	}
+	return stops, now, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// stopReason classifies why an attempt is no longer current.
+func stopReason(state, current, attempt, reason string) string {
+	switch {
+	case state == "":
+		return protocol.StopUnknown
+	case current != attempt:
+		return protocol.StopSuperseded
+	case state == "cancelled":
+		return protocol.StopCancelled
+	case reason == "agent_lost" || reason == "dispatch_lost" || reason == "orphaned" ||
+		(reason == "execution_timeout" && state != "running"):
+		return protocol.StopReaped
+	default:
+		return protocol.StopFinished
+	}
+}
+
+// Claim hands agentID up to min(slots, capacity − running) queued TIs whose
+// required tags are a subset of the agent's (required_tags <@ tags), oldest
+// queued first, locked FOR UPDATE SKIP LOCKED so concurrent claims never
+// share a TI. Each moves to running with a fresh attempt_id and try_number+1;
+// claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat.
+// Errors: ErrNotFound when the agent is unknown or deregistered.
+func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]protocol.ClaimedTask, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH ag AS (
+		  UPDATE agents SET last_heartbeat_at = now(), state = 'active'
+		   WHERE id = $1 AND state <> 'deregistered' RETURNING id, tags, capacity),
+		lim AS (
+		  SELECT greatest(0, least($2::int, ag.capacity -
+		         (SELECT count(*) FROM task_instances WHERE agent_id = $1 AND state = 'running')))::int AS n,
+		         ag.tags
+		    FROM ag),
+		cand AS (
+		  SELECT ti.id FROM task_instances ti, lim
+		   WHERE ti.state = 'queued' AND ti.required_tags <@ lim.tags
+		   ORDER BY ti.queued_at, ti.id
+		   LIMIT (SELECT n FROM lim)
+		   FOR UPDATE OF ti SKIP LOCKED),
+		upd AS (
+		  UPDATE task_instances t
+		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
+		         agent_id = $1, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL,
+		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
+		    FROM cand WHERE t.id = cand.id
+		  RETURNING t.*),
+		ev AS (
+		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_claimed',
+		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
+		SELECT (SELECT count(*) FROM ag), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id, u.try_number,
+		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0)
+		  FROM (SELECT 1) one LEFT JOIN upd u ON true`, agentID, slots)
+	if err != nil {
+		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+	}
+	var tasks []protocol.ClaimedTask
+	agentOK := false
+	for rows.Next() {
+		var n int
+		var id *int64
+		var t protocol.ClaimedTask
+		var attempt, dagID, taskID *string
+		var runID *int64
+		var try *int
+		var env []byte
+		var execUS *int64
+		if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+		}
+		agentOK = n > 0
+		if id == nil {
+			continue
+		}
+		t.TIID, t.AttemptID, t.RunID, t.DAGID, t.TaskID, t.TryNumber = *id, *attempt, *runID, *dagID, *taskID, *try
+		t.ExecutionTimeout = protocol.Duration(fromMicros(*execUS))
+		if len(env) > 0 {
+			if err := json.Unmarshal(env, &t.Env); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("claim for agent %d: env: %w", agentID, err)
+			}
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+	}
+	if !agentOK {
+		return nil, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+	}
+	return tasks, nil
+}
+
+// HasQueued reports whether any TI is queued; the claim long-poll uses it
+// to avoid a claim round trip when there is nothing to take.
+func (s *Store) HasQueued(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM task_instances WHERE state = 'queued')`).Scan(&ok)
+	return ok, err
+}
+
+// errNoRows reports pgx.ErrNoRows.
+func errNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/scheduler/retry"
+)
+
+// tiAttempt is the part of a TI row a completion decides on.
+type tiAttempt struct {
+	runID, tiID    int64
+	taskID, state  string
+	reason         string
+	attemptID      string
+	agentID        *int64
+	tryNumber      int
+	policy         retry.Policy
+	runState       string
+	hasNewerClaims bool
+}
+
+func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttempt, error) {
+	var a tiAttempt
+	var delayUS, maxUS int64
+	err := tx.QueryRow(ctx, `
+		SELECT t.run_id, t.id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.attempt_id::text, ''),
+		       t.agent_id, t.try_number, t.retries,
+		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
+		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state
+		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1`, tiID).
+		Scan(&a.runID, &a.tiID, &a.taskID, &a.state, &a.reason, &a.attemptID, &a.agentID, &a.tryNumber,
+			&a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState)
+	if errNoRows(err) {
+		return a, fmt.Errorf("task instance %d: %w", tiID, ErrNotFound)
+	}
+	a.policy.Delay, a.policy.MaxDelay = fromMicros(delayUS), fromMicros(maxUS)
+	return a, err
+}
+
+// Complete records an agent's outcome for the current attempt of a TI:
+// success, or failed/execution_timeout → up_for_retry while retry budget
+// remains (retry.Policy), else failed with reason exit_code or
+// execution_timeout. The UPDATE re-checks attempt_id and state, so a
+// reaper or a newer claim that committed first wins.
+//
+// A success for an attempt the agent-lost reaper already gave up on is
+// still accepted while no newer attempt was claimed and the run is live:
+// a completion for the current attempt is never lost (DESIGN §6;
+// Leoflow #1124).
+//
+// Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
+// another agent), *StaleAttemptError (not the current attempt).
+func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (string, error) {
+	var newState string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		a, err := s.loadAttempt(ctx, tx, req.TIID)
+		if err != nil {
+			return err
+		}
+		if a.attemptID != req.AttemptID {
+			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason), State: a.state}
+		}
+		if a.agentID == nil || *a.agentID != agentID {
+			return fmt.Errorf("task instance %d attempt %s belongs to another agent: %w", a.tiID, req.AttemptID, ErrForbidden)
+		}
+		if a.state != "running" {
+			if req.Outcome == protocol.OutcomeSuccess && a.reason == "agent_lost" && a.runState == "running" &&
+				(a.state == "up_for_retry" || a.state == "scheduled" || a.state == "queued" || a.state == "failed") {
+				newState = "success"
+				return s.finishTI(ctx, tx, a, req, "success", "", "late_completion_accepted",
+					fmt.Sprintf("success of try %d accepted after agent_lost (state was %s)", a.tryNumber, a.state))
+			}
+			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason), State: a.state}
+		}
+		var kind, msg string
+		newState, kind, msg = decideOutcome(a, req)
+		reason := ""
+		if newState != "success" {
+			reason = "exit_code"
+			if req.Outcome == protocol.OutcomeExecutionTimeout {
+				reason = "execution_timeout"
+			}
+		}
+		return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
+	})
+	if err != nil {
+		return "", fmt.Errorf("complete task instance %d: %w", req.TIID, err)
+	}
+	return newState, nil
+}
+
+// decideOutcome maps a completion to the TI's next state, event kind and
+// message, applying the retry policy.
+func decideOutcome(a tiAttempt, req protocol.CompleteRequest) (state, kind, msg string) {
+	if req.Outcome == protocol.OutcomeSuccess {
+		return "success", "ti_success", fmt.Sprintf("try %d succeeded", a.tryNumber)
+	}
+	what := "failed"
+	switch {
+	case req.Outcome == protocol.OutcomeExecutionTimeout:
+		what = "exceeded its execution_timeout"
+	case req.ExitCode != nil:
+		what = fmt.Sprintf("exited with code %d", *req.ExitCode)
+	case req.Error != "":
+		what = "failed: " + req.Error
+	}
+	if ok, delay := a.policy.Next(a.tryNumber); ok {
+		return "up_for_retry", "ti_up_for_retry",
+			fmt.Sprintf("try %d %s; retry %d of %d in %s", a.tryNumber, what, a.tryNumber, a.policy.Retries, delay)
+	}
+	return "failed", "ti_failed", fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
+}
+
+// finishTI writes the completion with a guarded UPDATE (attempt and state
+// as loaded), its event and the scheduler wake-up.
+func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest, state, reason, kind, msg string) error {
+	var delayUS int64
+	if state == "up_for_retry" {
+		_, d := a.policy.Next(a.tryNumber)
+		delayUS = micros(d)
+	}
+	var nullReason *string
+	if reason != "" {
+		nullReason = &reason
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE task_instances
+		   SET state = $3, reason = $4, message = $5, exit_code = $6,
+		       end_date = CASE WHEN $3 = 'up_for_retry' THEN NULL ELSE now() END,
+		       next_retry_at = CASE WHEN $3 = 'up_for_retry' THEN now() + $7 * interval '1 microsecond' END,
+		       updated_at = now()
+		 WHERE id = $1 AND attempt_id = $2::uuid AND state = $8`,
+		a.tiID, req.AttemptID, state, nullReason, msg, req.ExitCode, delayUS, a.state)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return &StaleAttemptError{TIID: a.tiID, Reason: protocol.StopSuperseded, State: "changed"}
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		VALUES ($1, $2, $3, $4, $5::uuid, $6, $7, $8)`,
+		a.runID, a.tiID, a.taskID, a.tryNumber, req.AttemptID, a.agentID, kind, msg)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(a.runID))
+	return err
+}

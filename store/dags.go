@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/dag"
+)
+
+// ApplyDAG inserts or replaces a validated spec. It returns "created",
+// "updated" or "unchanged" (same spec hash). Runs already triggered keep
+// the task definitions they were created with.
+func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("apply dag %q: encode: %w", spec.DAGID, err)
+	}
+	sum := sha256.Sum256(body)
+	hash := hex.EncodeToString(sum[:])
+	var inserted bool
+	err = s.pool.QueryRow(ctx, `
+		INSERT INTO dags (dag_id, spec, spec_hash, max_active_tasks)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (dag_id) DO UPDATE
+		   SET spec = EXCLUDED.spec, spec_hash = EXCLUDED.spec_hash,
+		       max_active_tasks = EXCLUDED.max_active_tasks, updated_at = now()
+		 WHERE dags.spec_hash <> EXCLUDED.spec_hash
+		RETURNING (xmax = 0)`, spec.DAGID, body, hash, spec.MaxActiveTasks).Scan(&inserted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "unchanged", nil
+	case err != nil:
+		return "", fmt.Errorf("apply dag %q: %w", spec.DAGID, err)
+	case inserted:
+		return "created", nil
+	default:
+		return "updated", nil
+	}
+}
+
+// ListDAGs returns every applied DAG ordered by id, without specs.
+func (s *Store) ListDAGs(ctx context.Context) ([]protocol.DAG, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT dag_id, jsonb_array_length(spec->'tasks'), updated_at FROM dags ORDER BY dag_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list dags: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.DAG, error) {
+		var d protocol.DAG
+		err := r.Scan(&d.DAGID, &d.Tasks, &d.UpdatedAt)
+		return d, err
+	})
+}
+
+// GetDAG returns one DAG's parsed spec, or ErrNotFound.
+func (s *Store) GetDAG(ctx context.Context, dagID string) (*dag.Spec, time.Time, error) {
+	var body []byte
+	var updated time.Time
+	err := s.pool.QueryRow(ctx, `SELECT spec, updated_at FROM dags WHERE dag_id = $1`, dagID).Scan(&body, &updated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, time.Time{}, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("get dag %q: %w", dagID, err)
+	}
+	var spec dag.Spec
+	if err := json.Unmarshal(body, &spec); err != nil {
+		return nil, time.Time{}, fmt.Errorf("get dag %q: decode stored spec: %w", dagID, err)
+	}
+	return &spec, updated, nil
+}

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// AppendLogs stores a batch of log lines from agentID. Every attempt in the
+// batch must be one the agent claimed (its current attempt, or an older one
+// recorded by a ti_claimed event), else ErrForbidden and nothing is
+// written. Replays are idempotent on (attempt_id, seq). Lines keep the
+// agent's original timestamps (DESIGN §4 logs). It returns how many lines
+// were new.
+func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []protocol.LogLine) (int, error) {
+	if len(lines) == 0 {
+		return 0, nil
+	}
+	n := len(lines)
+	tis, attempts, seqs := make([]int64, n), make([]string, n), make([]int64, n)
+	streams, texts, times := make([]string, n), make([]string, n), make([]time.Time, n)
+	for i, l := range lines {
+		tis[i], attempts[i], seqs[i], streams[i], texts[i], times[i] = l.TIID, l.AttemptID, l.Seq, l.Stream, l.Line, l.Time
+	}
+	var inserted int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var foreign int
+		err := tx.QueryRow(ctx, `
+			WITH a AS (SELECT DISTINCT * FROM unnest($2::bigint[], $3::uuid[]) AS a(ti_id, attempt_id))
+			SELECT count(*) FROM a
+			 WHERE NOT EXISTS (SELECT 1 FROM task_instances t
+			                    WHERE t.id = a.ti_id AND t.attempt_id = a.attempt_id AND t.agent_id = $1)
+			   AND NOT EXISTS (SELECT 1 FROM events e JOIN task_instances t ON t.run_id = e.run_id
+			                    WHERE t.id = a.ti_id AND e.ti_id = a.ti_id AND e.attempt_id = a.attempt_id
+			                      AND e.kind = 'ti_claimed' AND e.agent_id = $1)`,
+			agentID, tis, attempts).Scan(&foreign)
+		if err != nil {
+			return err
+		}
+		if foreign > 0 {
+			return fmt.Errorf("%d attempt(s) in the batch were not claimed by agent %d: %w", foreign, agentID, ErrForbidden)
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO task_logs (ti_id, try_number, attempt_id, seq, stream, ts, line)
+			SELECT l.ti_id,
+			       coalesce(CASE WHEN t.attempt_id = l.attempt_id THEN t.try_number END,
+			                (SELECT e.try_number FROM events e
+			                  WHERE e.run_id = t.run_id AND e.ti_id = t.id AND e.attempt_id = l.attempt_id
+			                    AND e.kind = 'ti_claimed' LIMIT 1), t.try_number),
+			       l.attempt_id, l.seq, l.stream, l.ts, l.line
+			  FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[], $6::text[])
+			       AS l(ti_id, attempt_id, seq, stream, ts, line)
+			  JOIN task_instances t ON t.id = l.ti_id
+			ON CONFLICT (attempt_id, seq) DO NOTHING`, tis, attempts, seqs, streams, times, texts)
+		inserted = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("append logs from agent %d: %w", agentID, err)
+	}
+	return inserted, nil
+}
+
+// ReadLogs returns up to limit log lines of task taskID in run runID with
+// id > afterID. A first read (afterID 0) is ordered by try and seq, the
+// agent's order, so replayed lines and gap markers sit where they happened;
+// follow-up reads are ordered by id so the cursor never skips a line.
+// try 0 means every try.
+// Errors: ErrNotFound when the run has no such task.
+func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try int, afterID int64, limit int) (protocol.LogList, error) {
+	if limit <= 0 || limit > 10000 {
+		limit = 10000
+	}
+	var out protocol.LogList
+	var tiID int64
+	err := s.pool.QueryRow(ctx, `SELECT id, state FROM task_instances WHERE run_id = $1 AND task_id = $2`, runID, taskID).
+		Scan(&tiID, &out.TIState)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
+	}
+	if err != nil {
+		return out, fmt.Errorf("read logs: %w", err)
+	}
+	switch out.TIState {
+	case "success", "failed", "upstream_failed", "skipped", "cancelled":
+		out.Terminal = true
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, try_number, seq, stream, ts, line FROM task_logs
+		 WHERE ti_id = $1 AND ($2 = 0 OR try_number = $2) AND id > $3
+		 ORDER BY CASE WHEN $3 = 0 THEN try_number END, CASE WHEN $3 = 0 THEN seq END, id
+		 LIMIT $4`, tiID, try, afterID, limit)
+	if err != nil {
+		return out, fmt.Errorf("read logs: %w", err)
+	}
+	out.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.StoredLogLine, error) {
+		var l protocol.StoredLogLine
+		err := r.Scan(&l.ID, &l.TryNumber, &l.Seq, &l.Stream, &l.Time, &l.Line)
+		return l, err
+	})
+	if err != nil {
+		return out, fmt.Errorf("read logs: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Listener holds one dedicated connection that LISTENs on Vigil's wake
+// channels and fans each notification out to subscribers (DESIGN §5: the
+// loop wakes on LISTEN/NOTIFY, not only on its tick).
+//
+// Delivery is a hint, not a guarantee: subscribers must still poll on a
+// timer, because notifications sent while the connection is down are lost.
+// After a reconnect every subscriber is woken once to cover that gap.
+type Listener struct {
+	url    string
+	log    *slog.Logger
+	mu     sync.Mutex
+	subs   map[string]map[chan struct{}]struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Listen starts a Listener on channels; it reconnects on its own until
+// Close. The logger may be nil.
+func (s *Store) Listen(ctx context.Context, log *slog.Logger, channels ...string) *Listener {
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l := &Listener{url: s.url, log: log, subs: map[string]map[chan struct{}]struct{}{}, cancel: cancel, done: make(chan struct{})}
+	go l.run(ctx, channels)
+	return l
+}
+
+// Subscribe returns a channel that receives a value (coalesced: capacity
+// 1, never blocks the listener) after each notification on channel, and a
+// function that unsubscribes.
+func (l *Listener) Subscribe(channel string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.subs[channel] == nil {
+		l.subs[channel] = map[chan struct{}]struct{}{}
+	}
+	l.subs[channel][ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.subs[channel], ch)
+		l.mu.Unlock()
+	}
+}
+
+// Close stops the listener and waits for its goroutine.
+func (l *Listener) Close() {
+	l.cancel()
+	<-l.done
+}
+
+func (l *Listener) wake(channel string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, set := range l.subs {
+		if channel != "" && name != channel {
+			continue
+		}
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (l *Listener) run(ctx context.Context, channels []string) {
+	defer close(l.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.listenOnce(ctx, channels)
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Warn("notification listener disconnected; reconnecting", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (l *Listener) listenOnce(ctx context.Context, channels []string) error {
+	conn, err := pgx.Connect(ctx, l.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, c := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	l.wake("") // anything sent while we were down is lost: let everyone poll once
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.wake(n.Channel)
+	}
+}

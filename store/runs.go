@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// Terminal TI and run states, as SQL lists (DESIGN §3).
+const (
+	tiTerminalSQL  = `('success','failed','upstream_failed','skipped','cancelled')`
+	runTerminalSQL = `('success','failed','cancelled')`
+)
+
+// Wake channels for LISTEN/NOTIFY (DESIGN §5).
+const (
+	// ChanScheduler wakes the scheduler loop: a TI finished, a run was
+	// triggered or cancelled.
+	ChanScheduler = "vigil_scheduler"
+	// ChanQueued wakes claim long-polls: TIs were queued.
+	ChanQueued = "vigil_queued"
+)
+
+// TriggerRun creates a queued run of dagID with one TI per task, copying
+// the task definitions so later applies do not change this run. Errors:
+// ErrNotFound when the DAG does not exist.
+func (s *Store) TriggerRun(ctx context.Context, dagID string) (protocol.Run, error) {
+	spec, _, err := s.GetDAG(ctx, dagID)
+	if err != nil {
+		return protocol.Run{}, err
+	}
+	var run protocol.Run
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var timeout *int64
+		if spec.Timeout > 0 {
+			us := micros(spec.Timeout.D())
+			timeout = &us
+		}
+		err := tx.QueryRow(ctx, `
+			INSERT INTO runs (dag_id, timeout, max_active_tasks)
+			VALUES ($1, $2 * interval '1 microsecond', $3)
+			RETURNING id, dag_id, state, queued_at`, dagID, timeout, spec.MaxActiveTasks).
+			Scan(&run.ID, &run.DAGID, &run.State, &run.QueuedAt)
+		if err != nil {
+			return err
+		}
+		batch := &pgx.Batch{}
+		for i, t := range spec.Tasks {
+			env, err := json.Marshal(t.Env)
+			if err != nil {
+				return err
+			}
+			if t.Env == nil {
+				env = []byte("{}")
+			}
+			var execTimeout *int64
+			if t.ExecutionTimeout > 0 {
+				us := micros(t.ExecutionTimeout.D())
+				execTimeout = &us
+			}
+			batch.Queue(`
+				INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
+				    upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10 * interval '1 microsecond', $11,
+				    coalesce($12 * interval '1 microsecond', interval '1 hour'), $13 * interval '1 microsecond')`,
+				run.ID, dagID, t.ID, i, t.Command, env, nonNil(t.Tags), nonNil(t.DependsOn), t.Retries,
+				micros(t.RetryDelay.D()), t.RetryExponentialBackoff, nullMicros(t.MaxRetryDelay.D()), execTimeout)
+		}
+		batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $2)`,
+			run.ID, fmt.Sprintf("run of %s queued with %d tasks", dagID, len(spec.Tasks)))
+		batch.Queue(`SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(run.ID))
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		return protocol.Run{}, fmt.Errorf("trigger run of %q: %w", dagID, err)
+	}
+	return run, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// runColumns is the column list scanned by scanRun.
+const runColumns = `r.id, r.dag_id, r.state, coalesce(r.reason, ''), coalesce(r.message, ''),
+	r.queued_at, r.start_date, r.end_date,
+	(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
+	   (SELECT state, count(*) AS n FROM task_instances WHERE run_id = r.id GROUP BY state) c)`
+
+func scanRun(row pgx.Row) (protocol.Run, error) {
+	var r protocol.Run
+	var counts []byte
+	err := row.Scan(&r.ID, &r.DAGID, &r.State, &r.Reason, &r.Message, &r.QueuedAt, &r.StartDate, &r.EndDate, &counts)
+	if err != nil {
+		return r, err
+	}
+	err = json.Unmarshal(counts, &r.TaskCounts)
+	return r, err
+}
+
+// ListRuns returns the newest runs first, optionally filtered by state
+// (empty = all) and dagID (empty = all). limit ≤ 0 means 100.
+func (s *Store) ListRuns(ctx context.Context, state, dagID string, limit int) ([]protocol.Run, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs r
+		WHERE ($1 = '' OR r.state = $1) AND ($2 = '' OR r.dag_id = $2)
+		ORDER BY r.id DESC LIMIT $3`, state, dagID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Run, error) { return scanRun(r) })
+}
+
+// tiColumns is the column list scanned by scanTI.
+const tiColumns = `t.id, t.run_id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.message, ''),
+	t.try_number, t.retries + 1, t.dispatch_attempts, coalesce(t.attempt_id::text, ''), t.agent_id, t.exit_code,
+	t.queued_at, t.claimed_at, t.started_at, t.last_heartbeat_at, t.end_date, t.next_retry_at`
+
+func scanTI(row pgx.Row) (protocol.TaskInstance, error) {
+	var t protocol.TaskInstance
+	err := row.Scan(&t.ID, &t.RunID, &t.TaskID, &t.State, &t.Reason, &t.Message,
+		&t.TryNumber, &t.MaxTries, &t.DispatchAttempts, &t.AttemptID, &t.AgentID, &t.ExitCode,
+		&t.QueuedAt, &t.ClaimedAt, &t.StartedAt, &t.LastHeartbeatAt, &t.EndDate, &t.NextRetryAt)
+	return t, err
+}
+
+// GetRun returns a run with its TIs in declaration order, or ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error) {
+	run, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return protocol.RunDetail{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return protocol.RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+tiColumns+` FROM task_instances t WHERE t.run_id = $1 ORDER BY t.ordinal`, id)
+	if err != nil {
+		return protocol.RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+	}
+	tis, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.TaskInstance, error) { return scanTI(r) })
+	if err != nil {
+		return protocol.RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+	}
+	return protocol.RunDetail{Run: run, TaskInstances: tis}, nil
+}
+
+// RunEvents returns a run's timeline, oldest first, with id > afterID.
+// Errors: ErrNotFound when the run does not exist.
+func (s *Store) RunEvents(ctx context.Context, runID, afterID int64) ([]protocol.Event, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)`, runID).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("run %d events: %w", runID, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("run %d: %w", runID, ErrNotFound)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, run_id, created_at, kind, ti_id, coalesce(task_id, ''), try_number,
+		       coalesce(attempt_id::text, ''), agent_id, message
+		  FROM events WHERE run_id = $1 AND id > $2 ORDER BY id`, runID, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("run %d events: %w", runID, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Event, error) {
+		var e protocol.Event
+		err := r.Scan(&e.ID, &e.RunID, &e.Time, &e.Kind, &e.TIID, &e.TaskID, &e.TryNumber, &e.AttemptID, &e.AgentID, &e.Message)
+		return e, err
+	})
+}
+
+// CancelRun cancels a queued or running run and every non-terminal TI of
+// it with reason (protocol reason "cancelled" or "run_timeout"). Agents
+// running its TIs are told to stop at their next heartbeat. Errors:
+// ErrNotFound; ErrConflict when the run is already terminal.
+func (s *Store) CancelRun(ctx context.Context, runID int64, reason, message string) (protocol.Run, error) {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var state string
+		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR UPDATE`, runID).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("run %d: %w", runID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if state != "queued" && state != "running" {
+			return fmt.Errorf("run %d is already %s: %w", runID, state, ErrConflict)
+		}
+		_, err = tx.Exec(ctx, `
+			WITH c AS (
+			  UPDATE task_instances SET state = 'cancelled', reason = $2, message = $3,
+			         end_date = now(), next_retry_at = NULL, updated_at = now()
+			   WHERE run_id = $1 AND state NOT IN `+tiTerminalSQL+`
+			  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
+			INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+			SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c`,
+			runID, reason, message)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			WITH r AS (
+			  UPDATE runs SET state = 'cancelled', reason = $2, message = $3, end_date = now(), updated_at = now()
+			   WHERE id = $1 RETURNING id)
+			INSERT INTO events (run_id, kind, message) SELECT id, 'run_cancelled', $3 FROM r`,
+			runID, reason, message)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(runID))
+		return err
+	})
+	if err != nil {
+		return protocol.Run{}, fmt.Errorf("cancel run %d: %w", runID, err)
+	}
+	d, err := s.GetRun(ctx, runID)
+	return d.Run, err
+}
