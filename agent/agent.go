@@ -46,6 +46,7 @@ type Agent struct {
 	newBackoff   func() *backoff
 	reqTimeout   time.Duration
 	shipInterval time.Duration
+	pipeWait     time.Duration
 
 	hbInterval atomic.Int64 // time.Duration in effect
 	hbMu       sync.Mutex   // serializes heartbeats
@@ -82,6 +83,7 @@ func New(cfg Config) (*Agent, error) {
 		newBackoff:    newBackoff,
 		reqTimeout:    defaultRequestTimeout,
 		shipInterval:  defaultShipInterval,
+		pipeWait:      pipeWaitDelay,
 		attempts:      make(map[string]*attempt),
 		events:        newRing[pendingCompletion](cfg.EventBufferSize),
 		logs:          newRing[protocol.LogLine](cfg.LogBufferSize),
@@ -92,7 +94,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.st.upCh = make(chan struct{})
 	a.shipped = make(chan struct{})
-	a.setInterval(cfg.HeartbeatInterval)
+	a.setInterval(0) // Config or the default until the server replies
 	return a, nil
 }
 
@@ -146,7 +148,7 @@ func (a *Agent) drain() error {
 		n := a.killAll()
 		a.log.Warn("drain timeout expired; killed remaining process groups", "killed", n, "drain_timeout", a.cfg.DrainTimeout)
 		errs = append(errs, fmt.Errorf("%w after %s: killed %d task(s)", ErrDrainTimeout, a.cfg.DrainTimeout, n))
-		<-done // bounded: SIGKILL follows after KillGrace, pipes close after pipeWaitDelay
+		<-done // bounded: SIGKILL follows after KillGrace, pipes close after pipeWait
 		deadline = time.Now().Add(finalFlushTimeout)
 	}
 	if c, l := a.flush(deadline); c+l > 0 {

@@ -8,23 +8,31 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 )
 
-// Defaults applied by New to zero Config fields (DESIGN §4).
+// Defaults that New applies to zero Config fields.
 const (
-	DefaultCapacity        = 4
-	DefaultDrainTimeout    = 5 * time.Minute
-	DefaultClaimWait       = 30 * time.Second
+	// DefaultCapacity is the number of concurrent TIs per agent.
+	DefaultCapacity = 4
+	// DefaultDrainTimeout bounds a graceful shutdown.
+	DefaultDrainTimeout = 5 * time.Minute
+	// DefaultClaimWait is the claim long-poll wait (DESIGN §4: up to 30 s).
+	DefaultClaimWait = 30 * time.Second
+	// DefaultEventBufferSize is the outage event ring size (DESIGN §4).
 	DefaultEventBufferSize = 5000
-	DefaultLogBufferSize   = 10000
-	DefaultKillGrace       = 10 * time.Second
-
-	// MaxClaimWait is the server's cap on a claim long poll (DESIGN §4).
+	// DefaultLogBufferSize is the log line ring size (DESIGN §4).
+	DefaultLogBufferSize = 10000
+	// DefaultKillGrace is the SIGTERM to SIGKILL delay for a process group.
+	DefaultKillGrace = 10 * time.Second
+	// MaxClaimWait is the server's cap on a claim long poll (DESIGN §4);
+	// New rejects a larger Config.ClaimWait.
 	MaxClaimWait = 30 * time.Second
-
-	// defaultHeartbeat is used when neither Config nor the server sets one.
-	defaultHeartbeat = 15 * time.Second
 )
+
+// defaultHeartbeat applies when neither Config nor the server sets an
+// interval (DESIGN §4: every 15 s by default).
+const defaultHeartbeat = 15 * time.Second
 
 // Config configures an Agent. Zero values take the documented defaults;
 // New rejects invalid values with an error naming the field.
@@ -53,8 +61,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Ephemeral is reserved: a later version will deregister on exit.
 	Ephemeral bool
-	// HTTPClient sends the requests; nil uses a new http.Client. Per-request
-	// deadlines come from contexts, so it needs no Timeout.
+	// HTTPClient sends the requests; nil uses a new http.Client. Requests
+	// carry their own deadlines (15 s, plus ClaimWait for a claim), so it
+	// needs no Timeout; one shorter than ClaimWait would break the long poll.
 	HTTPClient *http.Client
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
@@ -77,6 +86,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.Tags, err = normalizeTags(c.Tags); err != nil {
 		return c, err
+	}
+	if strings.ContainsFunc(c.Token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return c, fieldErr("Token", "must not contain whitespace or control characters")
 	}
 	if err = c.applyDurations(); err != nil {
 		return c, err

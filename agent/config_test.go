@@ -33,6 +33,7 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		"Servers[1]":        {Servers: []string{"http://a:1", "ftp://b"}},
 		"Tags[1]":           {Servers: ok, Tags: []string{"a", "a"}},
 		"Capacity":          {Servers: ok, Capacity: -1},
+		"Token":             {Servers: ok, Token: "abc\ndef"},
 		"DrainTimeout":      {Servers: ok, DrainTimeout: -time.Second},
 		"ClaimWait":         {Servers: ok, ClaimWait: time.Minute},
 		"HeartbeatInterval": {Servers: ok, HeartbeatInterval: -1},

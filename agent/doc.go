@@ -3,44 +3,72 @@
 // process group, heartbeats every in-flight attempt in one request, ships
 // the captured output, and reports completions (DESIGN §4).
 //
+// # Protocol
+//
+// Register carries name, tags, capacity and the in-flight attempts. The
+// claim loop long-polls with Slots = free slots. After a process starts
+// (or fails to start) the runner makes sure a heartbeat with Started=true
+// has gone out before the completion, so the server records started_at;
+// concurrent starts share one heartbeat. Before a completion the runner
+// also waits, bounded, for the attempt's output to be shipped. A 409
+// stale_attempt drops the completion (and signals any survivors of the
+// process group); a stop order in a heartbeat or register reply kills the
+// group and suppresses the completion. A 404 not_found means the server
+// forgot the agent: it registers again, without a gap marker. A 401, 403
+// or other 4xx fails only that request and is logged; the claim loop backs
+// off so it never spins.
+//
 // # Outages
 //
 // When the control plane is unreachable (a network error or a 5xx) the agent
 // keeps its tasks running and buffers what it would have sent (DESIGN §4,
 // KiCI agent reconnection):
 //   - completions go into a ring of Config.EventBufferSize events; periodic
-//     heartbeats are only counted, because the heartbeat sent after
-//     reconnecting carries the current state and supersedes them;
+//     heartbeats are only counted, because the one heartbeat sent after
+//     reconnecting carries the current state and supersedes them, and they
+//     must not crowd completions out of the ring;
 //   - log lines go into a ring of Config.LogBufferSize lines.
 //
 // Both rings drop their oldest entry when full and count the drops. The
 // agent reconnects with exponential backoff (1 s base, ×1.5, ±20% jitter,
 // 60 s cap), moving to the next of Config.Servers after every failed try and
 // sleeping once it has tried each server in turn. On success it re-registers
-// with its in-flight attempts, kills those the reply lists in Terminate, and
-// replays in this order: one gap-marker line per attempt that was live during
-// the outage, then the buffered completions oldest first, then the buffered
-// log lines with their original timestamps and sequence numbers.
+// with its in-flight attempts (running ones and those with a buffered
+// completion), kills those the reply lists in Terminate, and replays in this
+// order: one gap-marker line per attempt that was live during the outage or
+// has queued lines; one heartbeat with the current state (it also marks the
+// attempts with buffered completions as started); the buffered completions
+// oldest first; then the buffered log lines with their original timestamps
+// and sequence numbers. Only then does claiming resume.
 //
 // # Sequence numbers and the gap marker
 //
 // A log line gets its Seq (from 1, per attempt) when it is captured, not
 // when it is shipped, so replays are idempotent and keep their order. When
-// an outage begins, each live attempt reserves the next Seq for its gap
-// marker, and an attempt claimed during the outage reserves Seq 1. Lines
-// captured before the agent noticed the outage therefore sort before the
-// marker and lines captured during it sort after, so logs ordered by
-// (try_number, seq) show the marker where the gap began. The marker carries
-// the outage start as its timestamp for the same reason. Its text is only
-// known on reconnect, so it is sent then, before everything it describes.
-// Its counts are agent-wide totals for the outage; "dropped" sums the log
-// lines and events that fell out of either ring.
+// an outage begins (the first failed request), each live attempt reserves
+// its next Seq for its gap marker; an attempt claimed during the outage
+// reserves Seq 1; a finished attempt whose lines are still queued reserves
+// the Seq after its last line. Lines captured before the agent noticed the
+// outage therefore sort before the marker and lines captured during it sort
+// after, so logs ordered by (try_number, seq) show the marker where the gap
+// began. The marker's timestamp is the outage start for the same reason.
+// Its text is only known on reconnect, so it is sent then, ahead of the
+// data it describes. Its counts are agent-wide totals for the outage:
+// events are the heartbeats that fell due plus the buffered completions,
+// log lines are those queued for replay, and "dropped" sums what fell out
+// of either ring since the outage began.
 //
 // # Process groups
 //
 // Every task runs with Setpgid, so killing it (execution timeout, a stop
 // order from the control plane, the drain deadline) signals the whole group:
-// SIGTERM, then SIGKILL after Config.KillGrace. Waiting for a task never
-// hangs on a descendant that keeps stdout open: os/exec's WaitDelay closes
-// the pipes shortly after the leader exits.
+// SIGTERM, then SIGKILL after Config.KillGrace. When the leader exits on its
+// own, whatever it left in its group is killed the same way, so a task
+// cannot leak processes; the outcome is still the leader's exit status.
+// Waiting never hangs on a descendant that keeps stdout open: os/exec's
+// WaitDelay closes the pipes 2 s after the leader exits.
+//
+// Zombies count as group members for kill(2). Where PID 1 does not reap
+// orphans (some containers), a killed group can look alive until its grace
+// ends; the SIGKILL then sent is harmless.
 package agent

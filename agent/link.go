@@ -25,6 +25,8 @@ type linkState struct {
 	rotate  bool          // move to the next server before the next register
 	upCh    chan struct{} // closed while state == stateUp
 	outage  *outage       // non-nil from the first transient failure until replay ends
+	// finishedSeq holds the marker Seqs last reserved for finished attempts.
+	finishedSeq map[string]int64
 }
 
 // outage records one period of unreachability (KiCI agent reconnection).
@@ -93,16 +95,34 @@ func (a *Agent) markDownLocked(gen uint64, err error) bool {
 	return true
 }
 
-// startOutageLocked opens an outage and reserves a gap-marker Seq for every
-// live attempt (see the package doc).
+// startOutageLocked opens an outage and reserves the gap-marker Seqs (see
+// the package doc): the next Seq of every live attempt, and for a finished
+// attempt whose lines are still queued, the Seq after its last line (or
+// after its marker from an earlier outage, so Seqs never repeat).
 func (a *Agent) startOutageLocked() {
 	if a.st.outage != nil || a.st.gen == 0 {
 		return
 	}
-	a.st.outage = &outage{start: time.Now(), dropBase: a.events.Dropped() + a.logs.Dropped()}
+	o := &outage{start: time.Now(), dropBase: a.events.Dropped() + a.logs.Dropped()}
+	a.st.outage = o
 	for _, att := range a.attempts {
 		a.reserveMarkerLocked(att)
 	}
+	last := map[string]protocol.LogLine{}
+	for l := range a.logs.All() {
+		if _, live := a.attempts[l.AttemptID]; !live {
+			last[l.AttemptID] = l // the ring is in capture order: the last wins
+		}
+	}
+	reserved := make(map[string]int64, len(last))
+	for id, l := range last {
+		seq := max(l.Seq, a.st.finishedSeq[id]) + 1
+		reserved[id] = seq
+		o.markers = append(o.markers, protocol.LogLine{
+			Attempt: l.Attempt, Seq: seq, Stream: protocol.StreamSystem, Time: o.start,
+		})
+	}
+	a.st.finishedSeq = reserved // only attempts with queued lines can need it again
 }
 
 func (a *Agent) reserveMarkerLocked(att *attempt) {

@@ -40,7 +40,7 @@ func (a *Agent) command(t protocol.ClaimedTask, stdout, stderr io.Writer) *exec.
 	cmd.Env = env // exec keeps the last value of a duplicated key
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A descendant that keeps the pipes open must not hang Wait.
-	cmd.WaitDelay = pipeWaitDelay
+	cmd.WaitDelay = a.pipeWait
 	return cmd
 }
 

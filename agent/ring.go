@@ -1,5 +1,7 @@
 package agent
 
+import "iter"
+
 // ring is a bounded FIFO that drops its oldest entry when a push would
 // exceed the limit, and counts the drops (DESIGN §4, KiCI agent
 // reconnection: "oldest dropped first, with a drop count").
@@ -36,6 +38,18 @@ func (r *ring[T]) End() uint64 { return r.head + uint64(r.Len()) }
 
 // Head is the absolute index of the oldest live entry (End when empty).
 func (r *ring[T]) Head() uint64 { return r.head }
+
+// All yields the live entries, oldest first. The ring must not change
+// during the iteration.
+func (r *ring[T]) All() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, v := range r.items[r.off:] {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
 
 // Push appends v. When the ring is full it first evicts the oldest entry,
 // returning it with evicted true.

@@ -80,3 +80,19 @@ func TestRingEmpty(t *testing.T) {
 	assert.Equal(t, 1, r.Len())
 	assert.Equal(t, uint64(1), r.Dropped())
 }
+
+func TestRingAll(t *testing.T) {
+	t.Parallel()
+	r := newRing[int](3)
+	for i := range 5 {
+		r.Push(i)
+	}
+	var got []int
+	for v := range r.All() {
+		got = append(got, v)
+		if v == 3 {
+			break
+		}
+	}
+	assert.Equal(t, []int{2, 3}, got)
+}

@@ -113,15 +113,29 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); a.heartbeat(ctx, gen) }()
 	waitErr := a.wait(att, cmd)
-	att.mu.Lock()
-	att.exited = true
-	att.mu.Unlock()
 	stdout.Flush()
 	stderr.Flush()
+	a.endGroup(att, pgid)
 	<-hbDone // the start is reported before the completion
 	res := a.outcome(att, waitErr)
 	res.pgid, res.dur = pgid, time.Since(start)
 	return res
+}
+
+// endGroup marks att exited and kills what is left of its process group:
+// a task may not leave processes behind once its leader has exited, as
+// with systemd's KillMode=control-group. Its outcome is the leader's.
+func (a *Agent) endGroup(att *attempt, pgid int) {
+	att.mu.Lock()
+	att.exited = true
+	leftover := !att.killing && syscall.Kill(-pgid, 0) == nil
+	att.killing = att.killing || leftover
+	att.mu.Unlock()
+	if leftover {
+		att.log.Warn("process exited and left processes in its group; killing them", "pgid", pgid)
+		a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
+		a.goKillGroup(pgid, att.log)
+	}
 }
 
 // markStarted records the process and returns the start's number for

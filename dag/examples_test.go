@@ -101,8 +101,15 @@ func (r *exampleRun) task(id string) Task {
 // run executes one try of a task and returns its exit code and output.
 func (r *exampleRun) run(t *testing.T, id string, try int, envOverride ...string) (int, string) {
 	t.Helper()
+	code, out, err := r.exec(t.Context(), id, try, envOverride...)
+	require.NoError(t, err, "running %s:\n%s", id, out)
+	return code, out
+}
+
+// exec is run without the test: safe to call from any goroutine.
+func (r *exampleRun) exec(ctx context.Context, id string, try int, envOverride ...string) (int, string, error) {
 	task := r.task(id)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, task.Command[0], task.Command[1:]...)
 	cmd.Dir = r.tmp
@@ -124,11 +131,10 @@ func (r *exampleRun) run(t *testing.T, id string, try int, envOverride ...string
 	)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), string(out)
+	if errors.As(err, &exit) && ctx.Err() == nil {
+		return exit.ExitCode(), string(out), nil
 	}
-	require.NoError(t, err, "running %s", id)
-	return 0, string(out)
+	return 0, string(out), err
 }
 
 // runAll runs every task once, in waves: a task starts when all it depends
@@ -154,12 +160,14 @@ func (r *exampleRun) runAll(t *testing.T) map[string]string {
 		require.NotEmpty(t, wave)
 		codes := make([]int, len(wave))
 		outs := make([]string, len(wave))
+		errs := make([]error, len(wave))
 		var wg sync.WaitGroup
 		for i, id := range wave {
-			wg.Go(func() { codes[i], outs[i] = r.run(t, id, 1) })
+			wg.Go(func() { codes[i], outs[i], errs[i] = r.exec(t.Context(), id, 1) })
 		}
 		wg.Wait()
 		for i, id := range wave {
+			require.NoError(t, errs[i], "running %s:\n%s", id, outs[i])
 			t.Logf("%s exited %d:\n%s", id, codes[i], outs[i])
 			require.Equal(t, 0, codes[i], "%s failed:\n%s", id, outs[i])
 			outputs[id] = outs[i]

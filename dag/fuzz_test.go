@@ -13,6 +13,11 @@ import (
 // spec it accepts must be a fixed point: valid, and equal to itself after
 // a JSON round trip (the form the API and the store use).
 //
+// A YAML round trip is deliberately not checked: yaml.Marshal writes some
+// strings (e.g. "\n0" in a list) as block scalars that the same library
+// cannot read back (testdata/fuzz/FuzzParse/ffcff35a9e46449a). Specs are
+// stored and served as JSON, so that library bug does not reach Vigil.
+//
 //	go test -run='^$' -fuzz=FuzzParse -fuzztime=60s ./dag
 func FuzzParse(f *testing.F) {
 	examples, err := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))

@@ -314,15 +314,10 @@ func (v *validator) cycles(tasks []Task, first map[string]int) {
 					continue
 				}
 				shown++
-				names := make([]string, 0, len(cycle)+1)
-				for _, k := range cycle {
-					names = append(names, cycleName(tasks[k].ID))
-				}
-				names = append(names, names[0])
 				head := cycle[0]
 				v.problems = append(v.problems, Problem{
 					Task: tasks[head].ID, Index: head, Field: "depends_on",
-					Rule: "dependency cycle " + strings.Join(names, " -> "),
+					Rule: "dependency cycle " + cyclePath(tasks, cycle),
 				})
 			}
 		}
@@ -330,6 +325,27 @@ func (v *validator) cycles(tasks []Task, first map[string]int) {
 	if hidden {
 		v.dagf("depends_on", "more dependency cycles not shown; fix the ones above and validate again")
 	}
+}
+
+// maxCyclePath is how many tasks of a cycle its path shows; a longer one
+// is elided in the middle, as a 10000-task ring would flood the message.
+const maxCyclePath = 16
+
+// cyclePath renders a cycle as "a -> b -> c -> a".
+func cyclePath(tasks []Task, cycle []int) string {
+	var b strings.Builder
+	for i, k := range cycle {
+		if len(cycle) > maxCyclePath && i == maxCyclePath-4 {
+			fmt.Fprintf(&b, "... (%d more) -> ", len(cycle)-maxCyclePath)
+		}
+		if len(cycle) > maxCyclePath && i >= maxCyclePath-4 && i < len(cycle)-4 {
+			continue
+		}
+		b.WriteString(cycleName(tasks[k].ID))
+		b.WriteString(" -> ")
+	}
+	b.WriteString(cycleName(tasks[cycle[0]].ID))
+	return b.String()
 }
 
 // cycleName shows an id bare when it is valid (the common case, and what

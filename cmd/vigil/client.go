@@ -46,6 +46,20 @@ func addClientFlags(cmd *cobra.Command) *clientOpts {
 	return o
 }
 
+// groupCmd makes cmd, a command that only holds subcommands, reject an
+// unknown subcommand with a usage error (exit 2) and print its help when
+// run bare. Call it after addClientFlags, which puts the flags of a
+// command without RunE on its subcommands.
+func groupCmd(cmd *cobra.Command) {
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+}
+
 // json reports whether -o json was asked for.
 func (o *clientOpts) json() bool { return o.output == outputJSON }
 

@@ -16,9 +16,9 @@ func newDagsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dags",
 		Short: "Apply and list DAG specs",
-		Args:  noArgs,
 	}
 	o := addClientFlags(cmd)
+	groupCmd(cmd)
 	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o))
 	return cmd
 }

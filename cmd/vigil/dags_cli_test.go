@@ -15,7 +15,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-func writeSpec(t *testing.T, dir, name, dagID string) string {
+func writeSpecFile(t *testing.T, dir, name, dagID string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	spec := "dag_id: " + dagID + "\ntasks:\n  - id: extract\n    command: [\"true\"]\n"
@@ -54,10 +54,10 @@ func (a *applyRecorder) register(f *fakeAPI) {
 func TestDagsApplyFilesAndDirectories(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	b := writeSpec(t, dir, "b.yml", "beta")
-	writeSpec(t, dir, "a.yaml", "alpha")
+	b := writeSpecFile(t, dir, "b.yml", "beta")
+	writeSpecFile(t, dir, "a.yaml", "alpha")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte("not a spec"), 0o644))
-	other := writeSpec(t, t.TempDir(), "spec.txt", "gamma") // a file is taken whatever its name
+	other := writeSpecFile(t, t.TempDir(), "spec.txt", "gamma") // a file is taken whatever its name
 
 	f := newFakeAPI(t)
 	rec := &applyRecorder{}
@@ -81,7 +81,7 @@ func TestDagsApplyFilesAndDirectories(t *testing.T) {
 func TestDagsApplyBadFileAppliesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeSpec(t, dir, "a.yaml", "alpha")
+	writeSpecFile(t, dir, "a.yaml", "alpha")
 	bad := filepath.Join(dir, "b.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("dag_id: beta\ntasks:\n  - id: x\n    command: []\n"), 0o644))
 
@@ -98,8 +98,8 @@ func TestDagsApplyBadFileAppliesNothing(t *testing.T) {
 func TestDagsApplyDuplicateDagID(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeSpec(t, dir, "a.yaml", "same")
-	writeSpec(t, dir, "b.yaml", "same")
+	writeSpecFile(t, dir, "a.yaml", "same")
+	writeSpecFile(t, dir, "b.yaml", "same")
 	f := newFakeAPI(t)
 	r := runCLI(t, append([]string{"dags", "apply", dir}, f.serverArgs()...)...)
 	assert.Equal(t, exitError, r.code)

@@ -129,9 +129,9 @@ func (f *fakeAPI) serverArgs() []string {
 	return []string{"--server", f.URL, "--token", fakeToken}
 }
 
-func ptr[T any](v T) *T { return &v }
+func ptrTo[T any](v T) *T { return &v }
 
-// at is a fixed UTC time, minutes after 10:00 on 2026-11-21.
-func at(minutes int) time.Time {
+// cliTime is a fixed UTC time, minutes after 10:00 on 2026-11-21.
+func cliTime(minutes int) time.Time {
 	return time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC).Add(time.Duration(minutes) * time.Minute)
 }

@@ -17,6 +17,11 @@ import (
 // logsFollowInterval is how often logs --follow polls for new lines.
 const logsFollowInterval = 500 * time.Millisecond
 
+// logsSettle is how long logs --follow keeps polling after it first sees
+// the task terminal: an agent may ship its last lines just after it
+// reports completion, or while a cancelled process is being stopped.
+const logsSettle = 2 * logsFollowInterval
+
 // logsPageLimit is the most lines the server returns per request
 // (store.ReadLogs); a full page means more may be waiting.
 const logsPageLimit = 10000
@@ -47,7 +52,7 @@ has been read. -o json prints one JSON object per line.`,
 			if err != nil {
 				return err
 			}
-			return streamLogs(cmd.Context(), c, cmd.OutOrStdout(), id, args[1], try, follow, o.json(), logsFollowInterval)
+			return streamLogs(cmd.Context(), c, cmd.OutOrStdout(), id, args[1], try, follow, o.json(), logsFollowInterval, logsSettle)
 		},
 	}
 	o = addClientFlags(cmd)
@@ -59,9 +64,13 @@ has been read. -o json prints one JSON object per line.`,
 // streamLogs prints the task's lines page by page, cursoring on the
 // highest line id seen. Without follow it stops once a page is not full;
 // with follow it polls every interval and stops when a reply says the task
-// is terminal and carries no new lines, or when ctx is cancelled (Ctrl-C).
-func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64, taskID string, try int, follow, asJSON bool, interval time.Duration) error {
-	var after int64
+// is terminal and carries no new lines, once the task has been seen
+// terminal for settle; or when ctx is cancelled (Ctrl-C).
+func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64, taskID string, try int, follow, asJSON bool, interval, settle time.Duration) error {
+	var (
+		after         int64
+		terminalSince time.Time
+	)
 	enc := json.NewEncoder(w)
 	for {
 		page, err := c.Logs(ctx, runID, taskID, try, after)
@@ -86,10 +95,11 @@ func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64,
 			continue // more are waiting
 		case !follow:
 			return nil
-		case page.Terminal && len(page.Lines) == 0:
+		case !page.Terminal:
+		case terminalSince.IsZero():
+			terminalSince = time.Now()
+		case len(page.Lines) == 0 && time.Since(terminalSince) >= settle:
 			return nil
-		case page.Terminal:
-			continue // drain what is left without waiting
 		}
 		select {
 		case <-ctx.Done():

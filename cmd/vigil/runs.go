@@ -32,9 +32,9 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "Trigger, list, inspect and cancel DAG runs",
-		Args:  noArgs,
 	}
 	o := addClientFlags(cmd)
+	groupCmd(cmd)
 	cmd.AddCommand(
 		newRunsTriggerCmd(o),
 		newRunsListCmd(o),
@@ -179,11 +179,15 @@ func retryablePollError(err error) bool {
 }
 
 // tiProgress is one progress line: "extract up_for_retry (try 1/3):
-// exit_code: exited with status 1".
+// exit_code: exited with status 1"; reason and message are left out on
+// success.
 func tiProgress(ti protocol.TaskInstance) string {
 	s := ti.TaskID + " " + ti.State
 	if ti.MaxTries > 1 && ti.TryNumber > 0 {
 		s += fmt.Sprintf(" (try %d/%d)", ti.TryNumber, ti.MaxTries)
+	}
+	if ti.State == "success" {
+		return s
 	}
 	if ti.Reason != "" {
 		s += ": " + ti.Reason
@@ -195,9 +199,12 @@ func tiProgress(ti protocol.TaskInstance) string {
 }
 
 // runSummary is the final line of trigger --wait: "run 12 success", or
-// "run 12 failed (run_timeout): ...".
+// "run 12 failed (run_timeout): ..." with the reason and message.
 func runSummary(r protocol.Run) string {
 	s := fmt.Sprintf("run %d %s", r.ID, r.State)
+	if r.State == "success" {
+		return s
+	}
 	if r.Reason != "" {
 		s += " (" + r.Reason + ")"
 	}

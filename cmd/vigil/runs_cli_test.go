@@ -12,30 +12,30 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-func queuedRun() protocol.Run {
-	return protocol.Run{ID: 12, DAGID: "pipeline", State: "queued", QueuedAt: at(0)}
+func fakeQueuedRun() protocol.Run {
+	return protocol.Run{ID: 12, DAGID: "pipeline", State: "queued", QueuedAt: cliTime(0)}
 }
 
-func detail(state string, tis ...protocol.TaskInstance) protocol.RunDetail {
-	d := protocol.RunDetail{Run: queuedRun(), TaskInstances: tis}
+func fakeRunDetail(state string, tis ...protocol.TaskInstance) protocol.RunDetail {
+	d := protocol.RunDetail{Run: fakeQueuedRun(), TaskInstances: tis}
 	d.State = state
 	return d
 }
 
-func ti(task, state string) protocol.TaskInstance {
+func fakeTI(task, state string) protocol.TaskInstance {
 	return protocol.TaskInstance{RunID: 12, TaskID: task, State: state, TryNumber: 1, MaxTries: 1}
 }
 
 func TestRunsTriggerWaitSuccess(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
-	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, fakeQueuedRun())
 	f.sequence("GET /v1/runs/12",
-		detail("queued", ti("extract", "none"), ti("load", "none")),
-		detail("running", ti("extract", "running"), ti("load", "none")),
+		fakeRunDetail("queued", fakeTI("extract", "none"), fakeTI("load", "none")),
+		fakeRunDetail("running", fakeTI("extract", "running"), fakeTI("load", "none")),
 		fakeErr{http.StatusServiceUnavailable, protocol.CodeUnavailable, "failing over"}, // retried
-		detail("running", ti("extract", "success"), ti("load", "running")),
-		detail("success", ti("extract", "success"), ti("load", "success")),
+		fakeRunDetail("running", fakeTI("extract", "success"), fakeTI("load", "running")),
+		fakeRunDetail("success", fakeTI("extract", "success"), fakeTI("load", "success")),
 	)
 	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "1ms"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
@@ -55,10 +55,10 @@ func TestRunsTriggerWaitSuccess(t *testing.T) {
 func TestRunsTriggerWaitFailedExits3(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
-	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
-	failed := ti("extract", "failed")
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, fakeQueuedRun())
+	failed := fakeTI("extract", "failed")
 	failed.Reason, failed.Message = "exit_code", "exited with status 1"
-	final := detail("failed", failed, ti("load", "upstream_failed"))
+	final := fakeRunDetail("failed", failed, fakeTI("load", "upstream_failed"))
 	final.Reason, final.Message = "upstream_failed", "task extract failed"
 	f.sequence("GET /v1/runs/12", final)
 
@@ -72,8 +72,8 @@ func TestRunsTriggerWaitFailedExits3(t *testing.T) {
 func TestRunsTriggerWaitJSON(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
-	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
-	f.sequence("GET /v1/runs/12", detail("running", ti("extract", "running")), detail("cancelled", ti("extract", "cancelled")))
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, fakeQueuedRun())
+	f.sequence("GET /v1/runs/12", fakeRunDetail("running", fakeTI("extract", "running")), fakeRunDetail("cancelled", fakeTI("extract", "cancelled")))
 
 	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "1ms", "-o", "json"}, f.serverArgs()...)...)
 	assert.Equal(t, exitRunFailed, r.code)
@@ -86,8 +86,8 @@ func TestRunsTriggerWaitJSON(t *testing.T) {
 func TestRunsTriggerWaitTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
-	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, queuedRun())
-	f.sequence("GET /v1/runs/12", detail("running", ti("extract", "running")))
+	f.reply("POST /v1/dags/pipeline/runs", http.StatusCreated, fakeQueuedRun())
+	f.sequence("GET /v1/runs/12", fakeRunDetail("running", fakeTI("extract", "running")))
 
 	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--wait", "--poll", "5ms", "--timeout", "50ms"}, f.serverArgs()...)...)
 	require.Error(t, r.err)
@@ -171,10 +171,10 @@ func TestRunsList(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
 	f.reply("GET /v1/runs", http.StatusOK, protocol.RunList{Runs: []protocol.Run{{
-		ID: 12, DAGID: "pipeline", State: "success", QueuedAt: at(0), StartDate: ptr(at(1)), EndDate: ptr(at(3)),
+		ID: 12, DAGID: "pipeline", State: "success", QueuedAt: cliTime(0), StartDate: ptrTo(cliTime(1)), EndDate: ptrTo(cliTime(3)),
 		TaskCounts: map[string]int{"running": 1, "success": 5},
 	}, {
-		ID: 13, DAGID: "pipeline", State: "queued", QueuedAt: at(4),
+		ID: 13, DAGID: "pipeline", State: "queued", QueuedAt: cliTime(4),
 	}}})
 	r := runCLI(t, append([]string{"runs", "list", "--state", "success", "--dag", "pipeline", "--limit", "5"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
@@ -182,7 +182,7 @@ func TestRunsList(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3, r.stdout)
 	assert.Equal(t, []string{"RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{"12", "pipeline", "success", fmtTime(at(1)), "2m0s", "success=5", "running=1"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{"12", "pipeline", "success", fmtTime(cliTime(1)), "2m0s", "success=5", "running=1"}, strings.Fields(lines[1]))
 	assert.Equal(t, []string{"13", "pipeline", "queued", "-", "-", "-"}, strings.Fields(lines[2]))
 
 	r = runCLI(t, append([]string{"runs", "list", "-o", "json"}, f.serverArgs()...)...)
@@ -195,30 +195,37 @@ func TestRunsList(t *testing.T) {
 func TestRunsShow(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
-	d := detail("failed", protocol.TaskInstance{
-		TaskID: "extract", State: "failed", TryNumber: 2, MaxTries: 3, AgentID: ptr(int64(4)),
-		StartedAt: ptr(at(1)), EndDate: ptr(at(2)), Reason: "agent_lost", Message: "agent 4 silent\tfor 90s",
-	}, ti("load", "upstream_failed"))
+	d := fakeRunDetail("failed", protocol.TaskInstance{
+		TaskID: "extract", State: "failed", TryNumber: 2, MaxTries: 3, AgentID: ptrTo(int64(4)),
+		StartedAt: ptrTo(cliTime(1)), EndDate: ptrTo(cliTime(2)), Reason: "agent_lost", Message: "agent 4 silent\tfor 90s",
+	}, fakeTI("load", "upstream_failed"))
 	d.Reason, d.Message = "upstream_failed", "task extract failed"
-	d.StartDate, d.EndDate = ptr(at(1)), ptr(at(2))
+	d.StartDate, d.EndDate = ptrTo(cliTime(1)), ptrTo(cliTime(2))
+	d.TaskCounts = map[string]int{"upstream_failed": 1, "failed": 1}
 	f.reply("GET /v1/runs/12", http.StatusOK, d)
 
 	r := runCLI(t, append([]string{"runs", "show", "12"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
-	assert.Contains(t, r.stdout, "State:    failed\n")
-	assert.Contains(t, r.stdout, "Reason:   upstream_failed\n")
-	assert.Contains(t, r.stdout, "Duration: 1m0s\n")
-	var table []string
-	for _, l := range strings.Split(r.stdout, "\n") {
-		if strings.HasPrefix(l, "TASK") || strings.HasPrefix(l, "extract") || strings.HasPrefix(l, "load") {
-			table = append(table, strings.Join(strings.Fields(l), " "))
-		}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
 	}
 	assert.Equal(t, []string{
+		"Run: 12",
+		"DAG: pipeline",
+		"State: failed",
+		"Reason: upstream_failed",
+		"Message: task extract failed",
+		"Queued: " + fmtTime(cliTime(0)),
+		"Started: " + fmtTime(cliTime(1)),
+		"Ended: " + fmtTime(cliTime(2)),
+		"Duration: 1m0s",
+		"Tasks: failed=1 upstream_failed=1",
+		"",
 		"TASK STATE TRY/MAX AGENT DURATION REASON MESSAGE",
 		"extract failed 2/3 4 1m0s agent_lost agent 4 silent for 90s",
 		"load upstream_failed 1/1 - - - -",
-	}, table)
+	}, lines)
 
 	r = runCLI(t, append([]string{"runs", "show", "12", "-o", "json"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
@@ -231,16 +238,16 @@ func TestRunsEvents(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
 	f.reply("GET /v1/runs/12/events", http.StatusOK, protocol.EventList{Events: []protocol.Event{
-		{ID: 1, RunID: 12, Time: at(0), Kind: "run_queued", Message: "triggered"},
-		{ID: 2, RunID: 12, Time: at(1), Kind: "ti_claimed", TaskID: "extract", TryNumber: ptr(1), AgentID: ptr(int64(4)), Message: "claimed"},
+		{ID: 1, RunID: 12, Time: cliTime(0), Kind: "run_queued", Message: "triggered"},
+		{ID: 2, RunID: 12, Time: cliTime(1), Kind: "ti_claimed", TaskID: "extract", TryNumber: ptrTo(1), AgentID: ptrTo(int64(4)), Message: "claimed"},
 	}})
 	r := runCLI(t, append([]string{"runs", "events", "12"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3)
 	assert.Equal(t, []string{"TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{fmtTime(at(0)), "run_queued", "-", "-", "-", "triggered"}, strings.Fields(lines[1]))
-	assert.Equal(t, []string{fmtTime(at(1)), "ti_claimed", "extract", "1", "4", "claimed"}, strings.Fields(lines[2]))
+	assert.Equal(t, []string{fmtTime(cliTime(0)), "run_queued", "-", "-", "-", "triggered"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{fmtTime(cliTime(1)), "ti_claimed", "extract", "1", "4", "claimed"}, strings.Fields(lines[2]))
 }
 
 func TestRunsCancel(t *testing.T) {
@@ -256,4 +263,15 @@ func TestRunsCancel(t *testing.T) {
 	r = runCLI(t, append([]string{"runs", "cancel", "13"}, f.serverArgs()...)...)
 	assert.Equal(t, exitError, r.code)
 	assert.Contains(t, r.err.Error(), "run 13 is already success")
+}
+
+func TestUnknownSubcommandIsUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"runs", "bogus"}, {"dags", "bogus"}} {
+		r := runCLI(t, args...)
+		assert.Equal(t, exitUsage, r.code, args)
+	}
+	r := runCLI(t, "runs")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "Available Commands")
 }

@@ -1,0 +1,399 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// testAgent is an Agent running against a fake control plane.
+type testAgent struct {
+	*Agent
+	stop func() error // cancels Run and returns its result
+}
+
+// startAgent runs an agent with short timings against servers; edit
+// adjusts the Config. Run is stopped (and its processes drained) at cleanup.
+func startAgent(t *testing.T, servers []string, edit func(*Config)) *testAgent {
+	t.Helper()
+	cfg := Config{
+		Servers: servers, Token: fakeToken, Name: "test-agent", Tags: []string{"script"},
+		Capacity: 2, ClaimWait: 200 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+		DrainTimeout: 3 * time.Second, KillGrace: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := New(cfg)
+	require.NoError(t, err)
+	a.newBackoff = func() *backoff {
+		return &backoff{Base: 20 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Max: 200 * time.Millisecond}
+	}
+	a.reqTimeout = 2 * time.Second
+	a.shipInterval = 50 * time.Millisecond
+	a.pipeWait = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-errc:
+			case <-time.After(15 * time.Second):
+				runErr = errors.New("Run did not return")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return &testAgent{Agent: a, stop: stop}
+}
+
+// linkDown reports whether the agent considers the control plane gone.
+func (a *Agent) linkDown() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.st.state != stateUp
+}
+
+// pidFromFile waits for a shell to write a pid into path.
+func pidFromFile(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	return pid
+}
+
+// processGone reports whether pid no longer runs: kill(pid, 0) fails with
+// ESRCH, or the process is a zombie. The zombie case exists because an
+// orphaned grandchild is reparented to PID 1, and a container's PID 1 may
+// never reap it; a zombie runs no code and holds no resources but its slot.
+func processGone(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	// Format: "pid (comm) S ..."; comm may contain spaces, so cut at ')'.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+func sh(script string) []string { return []string{"sh", "-c", script} }
+
+func TestRunsTaskAndReportsSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	a := startAgent(t, []string{srv.URL}, nil)
+	task := f.enqueue(0, map[string]string{"GREETING": "hello"},
+		sh(`echo "$GREETING"; echo oops >&2; echo "$VIGIL_RUN_ID $VIGIL_DAG_ID $VIGIL_TASK_ID $VIGIL_TRY_NUMBER $VIGIL_TI_ID $VIGIL_ATTEMPT_ID"; printf partial`)...)
+
+	c := f.waitCompletion(task.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	require.NotNil(t, c.ExitCode)
+	assert.Equal(t, 0, *c.ExitCode)
+	assert.True(t, f.isStarted(task.AttemptID), "a Started heartbeat precedes the completion")
+
+	lines := f.lines(task.AttemptID)
+	require.Len(t, lines, 4, "output is shipped before the completion")
+	want := []struct{ stream, text string }{
+		{"stdout", "hello"}, {"stderr", "oops"},
+		{"stdout", "7 etl " + task.TaskID + " 1 " + strconv.FormatInt(task.TIID, 10) + " " + task.AttemptID},
+		{"stdout", "partial"},
+	}
+	// stdout and stderr are separate pipes: only per-stream order is fixed.
+	for i, l := range lines {
+		assert.Equal(t, int64(i+1), l.Seq)
+		assert.False(t, l.Time.IsZero())
+	}
+	for _, w := range want {
+		assert.True(t, containsLine(lines, w.stream, w.text), "missing %s line %q", w.stream, w.text)
+	}
+
+	regs := f.registrations()
+	require.NotEmpty(t, regs)
+	assert.Equal(t, "test-agent", regs[0].Name)
+	assert.Equal(t, []string{"script"}, regs[0].Tags)
+	assert.Equal(t, 2, regs[0].Capacity)
+	require.NoError(t, a.stop())
+}
+
+func containsLine(lines []protocol.LogLine, stream, text string) bool {
+	for _, l := range lines {
+		if l.Stream == stream && l.Line == text {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNonZeroExitAndStartFailure(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	exit3 := f.enqueue(0, nil, sh("echo failing; exit 3")...)
+	missing := f.enqueue(0, nil, "/nonexistent/vigil-test-binary")
+	killed := f.enqueue(0, nil, sh("kill -9 $$")...)
+
+	c := f.waitCompletion(exit3.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+	require.NotNil(t, c.ExitCode)
+	assert.Equal(t, 3, *c.ExitCode)
+	assert.Equal(t, "exit status 3", c.Error)
+
+	c = f.waitCompletion(missing.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+	assert.Nil(t, c.ExitCode)
+	assert.Contains(t, c.Error, "no such file or directory")
+	assert.True(t, f.isStarted(missing.AttemptID), "a failed start still reports Started")
+
+	c = f.waitCompletion(killed.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+	assert.Nil(t, c.ExitCode)
+	assert.Equal(t, "signal: killed", c.Error)
+}
+
+func TestExecutionTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	task := f.enqueue(300*time.Millisecond, map[string]string{"PIDFILE": pidfile},
+		sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
+
+	grandchild := pidFromFile(t, pidfile)
+	c := f.waitCompletion(task.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
+	assert.Nil(t, c.ExitCode)
+	assert.Contains(t, c.Error, "execution_timeout 300ms exceeded")
+	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond,
+		"the grandchild in the process group must be killed")
+
+	lines := f.lines(task.AttemptID)
+	require.NotEmpty(t, lines)
+	last := lines[len(lines)-1]
+	assert.Equal(t, protocol.StreamSystem, last.Stream)
+	assert.Contains(t, last.Line, "execution_timeout 300ms exceeded: killing process group")
+}
+
+func TestTimeoutDoesNotHangOnGrandchildHoldingStdout(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, func(c *Config) { c.KillGrace = 200 * time.Millisecond })
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	// The grandchild ignores SIGTERM and keeps stdout open: SIGKILL after
+	// the grace and the pipe wait delay must both bound the wait.
+	task := f.enqueue(200*time.Millisecond, map[string]string{"PIDFILE": pidfile},
+		sh(`sh -c 'trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.05; done' & wait`)...)
+	grandchild := pidFromFile(t, pidfile)
+	c := f.waitCompletion(task.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
+	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+}
+
+func TestLeftoverDescendantsAreKilledAfterSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	// The leader exits at once; its background child keeps stdout open.
+	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; echo bye`)...)
+	leftover := pidFromFile(t, pidfile)
+	c := f.waitCompletion(task.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome, "the outcome is the leader's")
+	assert.Eventually(t, func() bool { return processGone(leftover) }, 3*time.Second, 20*time.Millisecond)
+	lines := f.lines(task.AttemptID)
+	assert.True(t, containsLine(lines, "stdout", "bye"))
+	var system []string
+	for _, l := range lines {
+		if l.Stream == protocol.StreamSystem {
+			system = append(system, l.Line)
+		}
+	}
+	require.Len(t, system, 2, "pipe wait and leftover kill are both noted: %q", system)
+	joined := strings.Join(system, "\n")
+	assert.Contains(t, joined, "descendant still holds stdout/stderr open")
+	assert.Contains(t, joined, "killing the processes it left in group")
+}
+
+func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	a := startAgent(t, []string{srv.URL}, nil)
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
+	grandchild := pidFromFile(t, pidfile)
+	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
+
+	f.mu.Lock()
+	f.stop[task.AttemptID] = protocol.StopCancelled
+	f.mu.Unlock()
+
+	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return a.inFlightCount() == 0 }, 3*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // a completion would have been sent by now
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Zero(t, f.completeHit[task.AttemptID], "no completion after a stop order")
+}
+
+func TestStaleCompletionIsDropped(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	first := f.enqueue(0, nil, "true")
+	f.mu.Lock()
+	f.stale[first.AttemptID] = true
+	f.mu.Unlock()
+	second := f.enqueue(0, nil, "true")
+	f.waitCompletion(second.AttemptID, 5*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Equal(t, 1, f.completeHit[first.AttemptID], "a 409 stale_attempt is not retried")
+}
+
+func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	doomed := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
+	keeper := f.enqueue(0, nil, sh("sleep 0.6; echo kept")...)
+	grandchild := pidFromFile(t, pidfile)
+	require.Eventually(t, func() bool { return f.isStarted(doomed.AttemptID) && f.isStarted(keeper.AttemptID) },
+		5*time.Second, 10*time.Millisecond)
+
+	f.mu.Lock()
+	clear(f.agents) // the server forgot the agent: 404 not_found
+	f.terminate[doomed.AttemptID] = protocol.StopReaped
+	f.mu.Unlock()
+
+	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+	c := f.waitCompletion(keeper.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	regs := f.registrations()
+	require.GreaterOrEqual(t, len(regs), 2)
+	assert.ElementsMatch(t, []protocol.Attempt{doomed.Attempt, keeper.Attempt}, regs[1].InFlight)
+	_, got := f.completion(doomed.AttemptID)
+	assert.False(t, got, "no completion for a terminated attempt")
+	for _, l := range f.lines(keeper.AttemptID) {
+		assert.NotEqual(t, protocol.StreamSystem, l.Stream, "no gap marker without an outage")
+	}
+}
+
+func TestDrainWaitsForRunningTask(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	a := startAgent(t, []string{srv.URL}, nil)
+	task := f.enqueue(0, nil, sh("sleep 0.5; echo done")...)
+	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, a.stop(), "a clean drain returns nil")
+	c, ok := f.completion(task.AttemptID)
+	require.True(t, ok, "the completion is delivered during the drain")
+	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.True(t, containsLine(f.lines(task.AttemptID), "stdout", "done"))
+}
+
+func TestDrainTimeoutKillsProcessGroups(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.DrainTimeout = 300 * time.Millisecond })
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
+	grandchild := pidFromFile(t, pidfile)
+
+	err := a.stop()
+	require.ErrorIs(t, err, ErrDrainTimeout)
+	assert.True(t, eventuallyGone(grandchild), "the drain deadline kills the whole group")
+	c, ok := f.completion(task.AttemptID)
+	require.True(t, ok)
+	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+	assert.Contains(t, c.Error, "drain timeout")
+}
+
+func eventuallyGone(pid int) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if processGone(pid) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func TestFailoverBetweenServers(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	first, second := f.serve(), f.serve()
+	a := startAgent(t, []string{deadURL(t), first.URL, second.URL}, nil)
+
+	one := f.enqueue(0, nil, sh("echo one")...)
+	f.waitCompletion(one.AttemptID, 5*time.Second)
+	a.mu.Lock()
+	assert.Equal(t, 1, a.st.server, "the dead first URL was skipped")
+	a.mu.Unlock()
+
+	long := f.enqueue(0, nil, sh("sleep 0.8; echo two")...)
+	require.Eventually(t, func() bool { return f.isStarted(long.AttemptID) }, 5*time.Second, 10*time.Millisecond)
+	first.Close() // the replica in use goes away; the agent moves to the next
+	c := f.waitCompletion(long.AttemptID, 5*time.Second)
+	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	a.mu.Lock()
+	assert.Equal(t, 2, a.st.server)
+	a.mu.Unlock()
+	assert.True(t, containsLine(f.lines(long.AttemptID), "stdout", "two"))
+}
+
+func TestRejectedTokenFailsRun(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	a, err := New(Config{Servers: []string{srv.URL}, Token: "wrong", Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	var ae *APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, 401, ae.Status)
+	assert.Equal(t, protocol.CodeUnauthorized, ae.Code)
+}
