@@ -31,7 +31,7 @@ const (
 	finalFlushTimeout = 5 * time.Second
 	// pipeWaitDelay bounds the wait for output pipes after a task's leader
 	// exited, when a descendant still holds them open.
-	pipeWaitDelay = 2 * time.Second
+	pipeWaitDelay = 5 * time.Second
 )
 
 // Agent pulls task instances from the control plane and runs them

@@ -43,9 +43,9 @@ func startAgent(t *testing.T, servers []string, edit func(*Config)) *testAgent {
 	a.newBackoff = func() *backoff {
 		return &backoff{Base: 20 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Max: 200 * time.Millisecond}
 	}
-	a.reqTimeout = 2 * time.Second
+	a.reqTimeout = 5 * time.Second // generous: a loaded CI host must not fake an outage
 	a.shipInterval = 50 * time.Millisecond
-	a.pipeWait = 200 * time.Millisecond
+	a.pipeWait = time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
@@ -291,9 +291,11 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 	f := newFakeAPI(t)
 	srv := f.serve()
 	startAgent(t, []string{srv.URL}, nil)
-	pidfile := filepath.Join(t.TempDir(), "pid")
+	dir := t.TempDir()
+	pidfile, gate := filepath.Join(dir, "pid"), filepath.Join(dir, "gate")
 	doomed := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
-	keeper := f.enqueue(0, nil, sh("sleep 0.6; echo kept")...)
+	keeper := f.enqueue(0, map[string]string{"GATE": gate},
+		sh(`while [ ! -e "$GATE" ]; do sleep 0.02; done; echo kept`)...)
 	grandchild := pidFromFile(t, pidfile)
 	require.Eventually(t, func() bool { return f.isStarted(doomed.AttemptID) && f.isStarted(keeper.AttemptID) },
 		5*time.Second, 10*time.Millisecond)
@@ -304,96 +306,15 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 	f.mu.Unlock()
 
 	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(f.registrations()) >= 2 }, 3*time.Second, 10*time.Millisecond)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	c := f.waitCompletion(keeper.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
 	regs := f.registrations()
-	require.GreaterOrEqual(t, len(regs), 2)
 	assert.ElementsMatch(t, []protocol.Attempt{doomed.Attempt, keeper.Attempt}, regs[1].InFlight)
 	_, got := f.completion(doomed.AttemptID)
 	assert.False(t, got, "no completion for a terminated attempt")
 	for _, l := range f.lines(keeper.AttemptID) {
 		assert.NotEqual(t, protocol.StreamSystem, l.Stream, "no gap marker without an outage")
 	}
-}
-
-func TestDrainWaitsForRunningTask(t *testing.T) {
-	t.Parallel()
-	f := newFakeAPI(t)
-	srv := f.serve()
-	a := startAgent(t, []string{srv.URL}, nil)
-	task := f.enqueue(0, nil, sh("sleep 0.5; echo done")...)
-	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
-
-	require.NoError(t, a.stop(), "a clean drain returns nil")
-	c, ok := f.completion(task.AttemptID)
-	require.True(t, ok, "the completion is delivered during the drain")
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
-	assert.True(t, containsLine(f.lines(task.AttemptID), "stdout", "done"))
-}
-
-func TestDrainTimeoutKillsProcessGroups(t *testing.T) {
-	t.Parallel()
-	f := newFakeAPI(t)
-	srv := f.serve()
-	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.DrainTimeout = 300 * time.Millisecond })
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
-	grandchild := pidFromFile(t, pidfile)
-
-	err := a.stop()
-	require.ErrorIs(t, err, ErrDrainTimeout)
-	assert.True(t, eventuallyGone(grandchild), "the drain deadline kills the whole group")
-	c, ok := f.completion(task.AttemptID)
-	require.True(t, ok)
-	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
-	assert.Contains(t, c.Error, "drain timeout")
-}
-
-func eventuallyGone(pid int) bool {
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if processGone(pid) {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
-}
-
-func TestFailoverBetweenServers(t *testing.T) {
-	t.Parallel()
-	f := newFakeAPI(t)
-	first, second := f.serve(), f.serve()
-	a := startAgent(t, []string{deadURL(t), first.URL, second.URL}, nil)
-
-	one := f.enqueue(0, nil, sh("echo one")...)
-	f.waitCompletion(one.AttemptID, 5*time.Second)
-	a.mu.Lock()
-	assert.Equal(t, 1, a.st.server, "the dead first URL was skipped")
-	a.mu.Unlock()
-
-	long := f.enqueue(0, nil, sh("sleep 0.8; echo two")...)
-	require.Eventually(t, func() bool { return f.isStarted(long.AttemptID) }, 5*time.Second, 10*time.Millisecond)
-	first.Close() // the replica in use goes away; the agent moves to the next
-	c := f.waitCompletion(long.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
-	a.mu.Lock()
-	assert.Equal(t, 2, a.st.server)
-	a.mu.Unlock()
-	assert.True(t, containsLine(f.lines(long.AttemptID), "stdout", "two"))
-}
-
-func TestRejectedTokenFailsRun(t *testing.T) {
-	t.Parallel()
-	f := newFakeAPI(t)
-	srv := f.serve()
-	a, err := New(Config{Servers: []string{srv.URL}, Token: "wrong", Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = a.Run(ctx)
-	var ae *APIError
-	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, 401, ae.Status)
-	assert.Equal(t, protocol.CodeUnauthorized, ae.Code)
 }

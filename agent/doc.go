@@ -66,7 +66,7 @@
 // own, whatever it left in its group is killed the same way, so a task
 // cannot leak processes; the outcome is still the leader's exit status.
 // Waiting never hangs on a descendant that keeps stdout open: os/exec's
-// WaitDelay closes the pipes 2 s after the leader exits.
+// WaitDelay closes the pipes 5 s after the leader exits.
 //
 // Zombies count as group members for kill(2). Where PID 1 does not reap
 // orphans (some containers), a killed group can look alive until its grace

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -187,10 +188,15 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("outcome: %q must be one of success, failed, execution_timeout", req.Outcome))
 		return
 	}
-	state, err := s.cfg.Store.Complete(r.Context(), agentID, req)
+	state, late, err := s.cfg.Store.Complete(r.Context(), agentID, req)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
+	}
+	if late {
+		s.cfg.Metrics.Decide(metrics.DecisionLateCompletion)
+		s.log.Info("scheduler decision", "decision", metrics.DecisionLateCompletion, "ti_id", req.TIID,
+			"attempt_id", req.AttemptID, "agent_id", agentID)
 	}
 	s.log.Info("task instance completed", "agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID,
 		"outcome", req.Outcome, "exit_code", req.ExitCode, "state", state)

@@ -63,7 +63,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	el := leader.NewStatic(st, "test", log, m)
 	srv, err := api.New(api.Config{
 		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken,
-		HeartbeatInterval: time.Second, Health: sched, LeaderStatus: el.Status,
+		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status,
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())

@@ -5,17 +5,19 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
 )
 
 // HealthReport is the body of GET /monitor/health (DESIGN §10).
 type HealthReport struct {
-	Status   string         `json:"status"` // "ok" | "unhealthy"
-	Error    string         `json:"error,omitempty"`
-	Database string         `json:"database"` // "ok" | error text
-	Leader   *leader.Status `json:"leader,omitempty"`
-	LastTick *time.Time     `json:"last_tick,omitempty"`
-	Interval string         `json:"tick_interval,omitempty"`
+	Status     string               `json:"status"` // "ok" | "unhealthy"
+	Error      string               `json:"error,omitempty"`
+	Database   string               `json:"database"` // "ok" | error text
+	Leader     *leader.Status       `json:"leader,omitempty"`
+	LastTick   *time.Time           `json:"last_tick,omitempty"`
+	Interval   string               `json:"tick_interval,omitempty"`
+	Thresholds *protocol.Thresholds `json:"thresholds,omitempty"`
 }
 
 // healthz is liveness: the process serves HTTP.
@@ -52,16 +54,15 @@ func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
 		rep.Leader = &st
 	}
 	code := http.StatusOK
-	if h := s.cfg.Health; h != nil {
-		if t := h.LastTick(); !t.IsZero() {
-			rep.LastTick = &t
-		}
-		rep.Interval = h.Interval().String()
-		if err := h.Heartbeat(ctx); err != nil {
-			rep.Status, rep.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
-		}
-	} else if rep.Database != "ok" {
-		rep.Status, rep.Error, code = "unhealthy", "database unreachable", http.StatusServiceUnavailable
+	h := s.cfg.Control
+	if t := h.LastTick(); !t.IsZero() {
+		rep.LastTick = &t
+	}
+	rep.Interval = h.Interval().String()
+	th := toProtocol(h.Thresholds())
+	rep.Thresholds = &th
+	if err := h.Heartbeat(ctx); err != nil {
+		rep.Status, rep.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, rep)
 }

@@ -26,18 +26,26 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
 )
 
 // MaxClaimWait bounds a claim long-poll (DESIGN §4).
 const MaxClaimWait = 30 * time.Second
 
-// Health is what the health endpoints read from the scheduler.
-type Health interface {
+// Control is what the API needs from the scheduler: health, the tuning
+// API and manual recovery. *scheduler.Scheduler implements it.
+type Control interface {
 	Heartbeat(ctx context.Context) error
 	Leading() bool
 	LastTick() time.Time
 	Interval() time.Duration
+	Thresholds() reaper.Thresholds
+	UpdateThresholds(ctx context.Context, agentLost, dispatchLost, orphan *time.Duration) error
+	ResetThresholds(ctx context.Context) error
+	RefreshThresholds(ctx context.Context) error
+	SweepNow(ctx context.Context) (protocol.ReapReport, error)
+	DryRun(ctx context.Context) (protocol.ReapReport, error)
 }
 
 // Config configures a Server. Store, Metrics and both tokens are required.
@@ -49,7 +57,7 @@ type Config struct {
 	AgentToken        string
 	OperatorToken     string
 	HeartbeatInterval time.Duration        // told to agents at register; default 15s
-	Health            Health               // optional
+	Control           Control              // required for /monitor/health, thresholds and reap
 	LeaderStatus      func() leader.Status // optional
 }
 
@@ -67,6 +75,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api: Store is required")
 	case cfg.Metrics == nil:
 		return nil, errors.New("api: Metrics is required")
+	case cfg.Control == nil:
+		return nil, errors.New("api: Control (the scheduler) is required")
 	case cfg.AgentToken == "":
 		return nil, errors.New("agent-token: must not be empty")
 	case cfg.OperatorToken == "":
@@ -114,9 +124,11 @@ func (s *Server) routes() {
 	op("GET /v1/runs/{run_id}/events", s.runEvents)
 	op("POST /v1/runs/{run_id}/cancel", s.cancelRun)
 	op("GET /v1/runs/{run_id}/tasks/{task_id}/logs", s.readLogs)
-	op("GET /v1/thresholds", s.notYet)
-	op("PUT /v1/thresholds", s.notYet)
-	op("POST /v1/reap", s.notYet)
+	op("GET /v1/thresholds", s.getThresholds)
+	op("PUT /v1/thresholds", s.putThresholds)
+	op("DELETE /v1/thresholds", s.resetThresholds)
+	op("GET /v1/reap", s.reapDryRun)
+	op("POST /v1/reap", s.reapNow)
 
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -173,10 +185,6 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		s.cfg.Metrics.HTTPRequests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
 		s.cfg.Metrics.HTTPDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
-}
-
-func (s *Server) notYet(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, "not_implemented", r.Pattern+" is not yet available in this version")
 }
 
 // maxBody bounds request bodies: a log batch of 500 lines of up to 64 KiB.

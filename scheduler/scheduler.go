@@ -14,16 +14,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
 )
 
-// DefaultInterval is the tick period (DESIGN §5).
-const DefaultInterval = time.Second
+// Defaults (DESIGN §5, §6).
+const (
+	DefaultInterval          = time.Second
+	DefaultSweepInterval     = 10 * time.Second
+	DefaultHeartbeatInterval = 15 * time.Second
+)
 
 // Config configures a Scheduler. Store and Metrics are required.
 type Config struct {
@@ -32,6 +39,15 @@ type Config struct {
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
 	Interval time.Duration // default DefaultInterval; 10ms..1m
+	// Thresholds are the configured reaper thresholds (default
+	// reaper.DefaultThresholds); runtime overrides sit on top.
+	Thresholds reaper.Thresholds
+	// HeartbeatInterval is the agents' heartbeat interval, for the
+	// "agent-lost ≥ 2 × heartbeat" rule; default 15s.
+	HeartbeatInterval time.Duration
+	// SweepInterval is how often the reapers run; default 10s, 100ms..10m.
+	SweepInterval time.Duration
+	Clock         reaper.Clock // default: the database clock
 }
 
 // Scheduler runs the reconcile loop while its replica leads. It is safe for
@@ -39,8 +55,16 @@ type Config struct {
 type Scheduler struct {
 	cfg      Config
 	log      *slog.Logger
+	reapers  *reaper.Reapers
 	leading  atomic.Bool
 	lastTick atomic.Int64 // unix nanoseconds of the last finished tick
+
+	thMu      sync.RWMutex
+	effective reaper.Thresholds
+
+	sweepMu sync.Mutex // one sweep at a time: the loop's or a forced one
+	termMu  sync.Mutex
+	term    *reaper.Term // nil when not leading
 }
 
 // New validates cfg and returns a Scheduler. Errors name the field.
@@ -60,7 +84,33 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler")}, nil
+	if cfg.Thresholds == (reaper.Thresholds{}) {
+		cfg.Thresholds = reaper.DefaultThresholds()
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.SweepInterval < 100*time.Millisecond || cfg.SweepInterval > 10*time.Minute {
+		return nil, fmt.Errorf("recovery.sweep-interval: %s must be between 100ms and 10m", cfg.SweepInterval)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = reaper.DBClock{Store: cfg.Store}
+	}
+	if err := validateConfigThresholds(cfg); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler"), effective: cfg.Thresholds}
+	r, err := reaper.New(reaper.Config{
+		Store: cfg.Store, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock, Thresholds: s.Thresholds,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.reapers = r
+	return s, nil
 }
 
 // Interval is the configured tick period.
@@ -69,39 +119,144 @@ func (s *Scheduler) Interval() time.Duration { return s.cfg.Interval }
 // Lead runs ticks for one term until ctx is cancelled (returns nil) or a
 // write is fenced (returns the *store.FencedError). Other errors are
 // logged and the next tick retries, so a database outage pauses
-// scheduling without ending the term. It has the signature of
+// scheduling without ending the term; when the database comes back the
+// agent-lost grace starts again. It has the signature of
 // leader.Callbacks.OnStartedLeading.
 func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 	s.leading.Store(true)
 	defer s.leading.Store(false)
+	defer s.setTerm(nil)
 	s.lastTick.Store(time.Now().UnixNano()) // a new term starts fresh for Heartbeat
-	var wake <-chan struct{}
-	if s.cfg.Listener != nil {
-		ch, unsub := s.cfg.Listener.Subscribe(store.ChanScheduler)
-		defer unsub()
-		wake = ch
+	rt, err := s.startGrace(ctx, term.Epoch)
+	if err != nil {
+		return nil // ctx cancelled
 	}
+	s.log.Info("leading: scheduler and reapers started", "epoch", term.Epoch, "grace_start", rt.GraceStart)
+	wake, reap, unsub := s.subscribe()
+	defer unsub()
 	ticker := time.NewTicker(s.cfg.Interval)
 	defer ticker.Stop()
+	var lastSweep time.Time
+	dbDown, forced := false, false
 	for {
-		if err := s.Tick(ctx, term.Epoch); err != nil {
-			if store.IsFenced(err) {
-				s.cfg.Metrics.FencedWritesRejected.Inc()
-				s.log.Error("write fenced: stopping leadership", "err", err)
-				return err
+		err := s.Tick(ctx, term.Epoch)
+		if err == nil && (forced || time.Since(lastSweep) >= s.cfg.SweepInterval) {
+			if err = s.RefreshThresholds(ctx); err == nil {
+				_, err = s.sweep(ctx, *rt)
+				lastSweep, forced = time.Now(), false
 			}
-			if ctx.Err() != nil {
+		}
+		switch {
+		case store.IsFenced(err):
+			s.cfg.Metrics.FencedWritesRejected.Inc()
+			s.log.Error("write fenced: stopping leadership", "err", err)
+			return err
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			dbDown = true
+			s.log.Warn("tick failed; retrying next tick", "err", err, "epoch", term.Epoch)
+		case dbDown:
+			// The database is back: agents could not heartbeat meanwhile,
+			// so staleness restarts from now (DESIGN §6 grace).
+			if rt, err = s.startGrace(ctx, term.Epoch); err != nil {
 				return nil
 			}
-			s.log.Warn("tick failed; retrying next tick", "err", err, "epoch", term.Epoch)
+			dbDown = false
+			s.log.Info("database reachable again: agent-lost grace restarted", "grace_start", rt.GraceStart)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
 		case <-wake:
+		case <-reap:
+			forced = true
 		}
 	}
+}
+
+// startGrace reads the clock (retrying while the database is down) and
+// records the term with that grace start.
+func (s *Scheduler) startGrace(ctx context.Context, epoch int64) (*reaper.Term, error) {
+	for {
+		now, err := s.cfg.Clock.Now(ctx)
+		if err == nil {
+			rt := &reaper.Term{Epoch: epoch, GraceStart: now}
+			s.setTerm(rt)
+			return rt, nil
+		}
+		s.log.Warn("cannot read the database clock; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(s.cfg.Interval):
+		}
+	}
+}
+
+func (s *Scheduler) setTerm(t *reaper.Term) {
+	s.termMu.Lock()
+	s.term = t
+	s.termMu.Unlock()
+}
+
+func (s *Scheduler) currentTerm() *reaper.Term {
+	s.termMu.Lock()
+	defer s.termMu.Unlock()
+	return s.term
+}
+
+func (s *Scheduler) subscribe() (wake, reap <-chan struct{}, unsub func()) {
+	if s.cfg.Listener == nil {
+		return nil, nil, func() {}
+	}
+	w, u1 := s.cfg.Listener.Subscribe(store.ChanScheduler)
+	r, u2 := s.cfg.Listener.Subscribe(store.ChanReap)
+	return w, r, func() { u1(); u2() }
+}
+
+func (s *Scheduler) sweep(ctx context.Context, term reaper.Term) (protocol.ReapReport, error) {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	return s.reapers.Sweep(ctx, term)
+}
+
+// ErrNotLeading is returned by SweepNow on a replica that does not lead.
+var ErrNotLeading = errors.New("this replica does not lead")
+
+// SweepNow forces one sweep of every reaper on this (leading) replica and
+// returns what it did (vigil reap). Errors: ErrNotLeading on a follower,
+// whose caller should ask the leader instead (store.RequestSweep).
+func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
+	t := s.currentTerm()
+	if t == nil {
+		return protocol.ReapReport{}, ErrNotLeading
+	}
+	if err := s.RefreshThresholds(ctx); err != nil {
+		return protocol.ReapReport{}, err
+	}
+	rep, err := s.sweep(ctx, *t)
+	if store.IsFenced(err) {
+		s.cfg.Metrics.FencedWritesRejected.Inc()
+	}
+	return rep, err
+}
+
+// DryRun lists every reaper candidate without writing (vigil reap
+// --dry-run). On a follower the agent-lost grace is unknown and not
+// applied; the report says so.
+func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
+	if err := s.RefreshThresholds(ctx); err != nil {
+		return protocol.ReapReport{}, err
+	}
+	t := s.currentTerm()
+	if t == nil {
+		rep, err := s.reapers.DryRun(ctx, reaper.Term{})
+		rep.Grace = "this replica does not lead: candidates are listed without the leader's post-leadership grace"
+		return rep, err
+	}
+	return s.reapers.DryRun(ctx, *t)
 }
 
 // Tick runs the steps of DESIGN §5 once under epoch. The first error

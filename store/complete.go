@@ -52,11 +52,12 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 // a completion for the current attempt is never lost (DESIGN §6;
 // Leoflow #1124).
 //
+// late reports such an accepted late completion.
+//
 // Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
 // another agent), *StaleAttemptError (not the current attempt).
-func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (string, error) {
-	var newState string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (newState string, late bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		a, err := s.loadAttempt(ctx, tx, req.TIID)
 		if err != nil {
 			return err
@@ -70,7 +71,7 @@ func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.Comple
 		if a.state != "running" {
 			if req.Outcome == protocol.OutcomeSuccess && a.reason == "agent_lost" && a.runState == "running" &&
 				(a.state == "up_for_retry" || a.state == "scheduled" || a.state == "queued" || a.state == "failed") {
-				newState = "success"
+				newState, late = "success", true
 				return s.finishTI(ctx, tx, a, req, "success", "", "late_completion_accepted",
 					fmt.Sprintf("success of try %d accepted after agent_lost (state was %s)", a.tryNumber, a.state))
 			}
@@ -88,9 +89,9 @@ func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.Comple
 		return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
 	})
 	if err != nil {
-		return "", fmt.Errorf("complete task instance %d: %w", req.TIID, err)
+		return "", false, fmt.Errorf("complete task instance %d: %w", req.TIID, err)
 	}
-	return newState, nil
+	return newState, late, nil
 }
 
 // decideOutcome maps a completion to the TI's next state, event kind and

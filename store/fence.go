@@ -69,12 +69,15 @@ func (s *Store) Fence(ctx context.Context) (epoch int64, holder string, err erro
 	return epoch, holder, err
 }
 
+// Tx is the transaction handed to LeaderTx callbacks.
+type Tx = pgx.Tx
+
 // LeaderTx runs fn in a transaction that first locks the fence row FOR
 // SHARE and checks it still holds epoch. If not, nothing is written and a
 // *FencedError is returned. FOR SHARE blocks a newer leader's
 // AcquireFence until this transaction ends, so no write from a deposed
 // epoch can commit after the fence moved (DESIGN §8).
-func (s *Store) LeaderTx(ctx context.Context, epoch int64, fn func(tx pgx.Tx) error) error {
+func (s *Store) LeaderTx(ctx context.Context, epoch int64, fn func(tx Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var cur int64
 		var holder *string

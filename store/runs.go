@@ -225,3 +225,13 @@ func (s *Store) CancelRun(ctx context.Context, runID int64, reason, message stri
 	d, err := s.GetRun(ctx, runID)
 	return d.Run, err
 }
+
+// ChanReap asks the leader for an immediate reaper sweep (vigil reap on a
+// follower replica).
+const ChanReap = "vigil_reap"
+
+// RequestSweep notifies the leader, wherever it runs, to sweep now.
+func (s *Store) RequestSweep(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, 'sweep')`, ChanReap)
+	return err
+}

@@ -115,3 +115,48 @@ type LogList struct {
 	TIState  string          `json:"ti_state"`
 	Terminal bool            `json:"terminal"`
 }
+
+// ReapCandidate is one item a reaper would act on (vigil reap --dry-run),
+// or did act on (vigil reap). Signal names the positive observable signal
+// that qualifies it (DESIGN §6) and SignalAt its time; Age is how old the
+// signal is on the database clock.
+type ReapCandidate struct {
+	Reaper    string    `json:"reaper"`   // agent_lost | dispatch_lost | orphan
+	Decision  string    `json:"decision"` // the decision label it takes or would take
+	RunID     int64     `json:"run_id"`
+	TIID      *int64    `json:"ti_id,omitempty"`
+	TaskID    string    `json:"task_id,omitempty"`
+	TryNumber int       `json:"try_number,omitempty"`
+	AgentID   *int64    `json:"agent_id,omitempty"`
+	Signal    string    `json:"signal"`
+	SignalAt  time.Time `json:"signal_at"`
+	Age       Duration  `json:"age"`
+	Message   string    `json:"message"`
+	Applied   bool      `json:"applied"` // a forced sweep: whether the guarded write landed
+}
+
+// ReapReport is GET /v1/reap (dry run) and POST /v1/reap (forced sweep).
+// Grace explains when the agent-lost reaper is holding back because this
+// leader has not yet led (with the database reachable) for its threshold.
+type ReapReport struct {
+	DryRun     bool            `json:"dry_run"`
+	Leader     string          `json:"leader,omitempty"`
+	Forwarded  bool            `json:"forwarded,omitempty"` // a follower asked the leader to sweep
+	Grace      string          `json:"grace,omitempty"`
+	Candidates []ReapCandidate `json:"candidates"`
+	Errors     []string        `json:"errors,omitempty"`
+}
+
+// Thresholds are the three reaper thresholds (DESIGN §5 tuning API).
+type Thresholds struct {
+	AgentLost    Duration `json:"agent_lost"`
+	DispatchLost Duration `json:"dispatch_lost"`
+	Orphan       Duration `json:"orphan"`
+}
+
+// ThresholdsUpdate is PUT /v1/thresholds; nil fields are left unchanged.
+type ThresholdsUpdate struct {
+	AgentLost    *Duration `json:"agent_lost,omitempty"`
+	DispatchLost *Duration `json:"dispatch_lost,omitempty"`
+	Orphan       *Duration `json:"orphan,omitempty"`
+}

@@ -1,0 +1,109 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/scheduler"
+)
+
+func toProtocol(t reaper.Thresholds) protocol.Thresholds {
+	return protocol.Thresholds{
+		AgentLost: protocol.Duration(t.AgentLost), DispatchLost: protocol.Duration(t.DispatchLost),
+		Orphan: protocol.Duration(t.Orphan),
+	}
+}
+
+// getThresholds returns the effective thresholds, re-read from the
+// database so every replica answers the same.
+func (s *Server) getThresholds(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Control.RefreshThresholds(r.Context()); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toProtocol(s.cfg.Control.Thresholds()))
+}
+
+// putThresholds validates and stores new thresholds for every replica;
+// an invalid set is a 400 naming each field and rule, and changes nothing.
+func (s *Server) putThresholds(w http.ResponseWriter, r *http.Request) {
+	var req protocol.ThresholdsUpdate
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.AgentLost == nil && req.DispatchLost == nil && req.Orphan == nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "set at least one of agent_lost, dispatch_lost, orphan")
+		return
+	}
+	ctl := s.cfg.Control
+	if err := ctl.RefreshThresholds(r.Context()); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	err := ctl.UpdateThresholds(r.Context(), durPtr(req.AgentLost), durPtr(req.DispatchLost), durPtr(req.Orphan))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	th := ctl.Thresholds()
+	s.log.Info("thresholds changed", "agent_lost", th.AgentLost, "dispatch_lost", th.DispatchLost, "orphan", th.Orphan)
+	writeJSON(w, http.StatusOK, toProtocol(th))
+}
+
+func (s *Server) resetThresholds(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Control.ResetThresholds(r.Context()); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toProtocol(s.cfg.Control.Thresholds()))
+}
+
+func durPtr(d *protocol.Duration) *time.Duration {
+	if d == nil {
+		return nil
+	}
+	v := d.D()
+	return &v
+}
+
+// reapDryRun lists every reaper candidate with its signal and age.
+func (s *Server) reapDryRun(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.cfg.Control.DryRun(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.fillLeader(&rep)
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// reapNow forces a sweep: here when this replica leads, otherwise by
+// asking the leader through NOTIFY (202 Accepted).
+func (s *Server) reapNow(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.cfg.Control.SweepNow(r.Context())
+	if errors.Is(err, scheduler.ErrNotLeading) {
+		if err := s.cfg.Store.RequestSweep(r.Context()); err != nil {
+			s.writeStoreError(w, r, err)
+			return
+		}
+		rep = protocol.ReapReport{Forwarded: true, Candidates: []protocol.ReapCandidate{}}
+		s.fillLeader(&rep)
+		writeJSON(w, http.StatusAccepted, rep)
+		return
+	}
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.fillLeader(&rep)
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) fillLeader(rep *protocol.ReapReport) {
+	if s.cfg.LeaderStatus != nil {
+		rep.Leader = s.cfg.LeaderStatus().Leader
+	}
+}

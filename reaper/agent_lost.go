@@ -1,0 +1,82 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// planAgentLost is the TI heartbeat reaper (DESIGN §6 row 1; Leoflow
+// scheduler-resilience; KiCI/horsies never-started vs started).
+//
+// Signal: state running, last_heartbeat_at set (a claim is the first
+// heartbeat) and older than the threshold. Post-leadership grace: nothing
+// is reaped until this leader has led, with the database reachable, for
+// the threshold, so a control-plane outage (restart, database outage,
+// failover) never fails tasks whose agents could not report during it
+// (Leoflow #896).
+//
+// Action: a started TI fails with agent_lost (retries apply); a TI that
+// never started is requeued to scheduled without spending a retry, and
+// fails with dispatch_lost after MaxDispatchAttempts.
+func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, th Thresholds) ([]plan, string, error) {
+	if led := now.Sub(term.GraceStart); led < th.AgentLost {
+		return nil, fmt.Sprintf("agent-lost reaper in post-leadership grace: leading with the database reachable for %s of %s (reaping resumes at %s)",
+			led.Round(time.Second), th.AgentLost, term.GraceStart.Add(th.AgentLost).UTC().Format(time.RFC3339)), nil
+	}
+	stale, err := r.cfg.Store.ListStaleRunning(ctx, now, th.AgentLost, r.cfg.Batch)
+	if err != nil {
+		return nil, "", err
+	}
+	plans := make([]plan, 0, len(stale))
+	for _, c := range stale {
+		plans = append(plans, r.agentLostPlan(c, th))
+	}
+	return plans, "", nil
+}
+
+func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {
+	silent := fmt.Sprintf("agent %s silent for %s (threshold %s)", agentName(c.AgentID), c.Age.Round(time.Second), th.AgentLost)
+	reap := store.Reap{
+		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
+		WhereState: "running", WhereStamp: c.LastHeartbeatAt, StampColumn: "last_heartbeat_at",
+	}
+	switch {
+	case !c.Started && c.DispatchAttempts+1 >= MaxDispatchAttempts:
+		reap.State, reap.Reason, reap.EventKind = "failed", "dispatch_lost", metrics.DecisionDispatchLost
+		reap.Message = fmt.Sprintf("%s and the task never started; dispatched %d times without starting, giving up",
+			silent, c.DispatchAttempts+1)
+	case !c.Started:
+		reap.State, reap.Reason, reap.EventKind, reap.Requeue = "scheduled", "agent_lost", metrics.DecisionAgentLostRequeued, true
+		reap.Message = fmt.Sprintf("%s before the task started; requeued without spending a retry (dispatch attempt %d of %d)",
+			silent, c.DispatchAttempts+1, MaxDispatchAttempts)
+	default:
+		reap.Reason, reap.EventKind = "agent_lost", metrics.DecisionAgentLost
+		if ok, delay := c.Policy.Next(c.TryNumber); ok {
+			reap.State, reap.RetryDelay = "up_for_retry", delay
+			reap.Message = fmt.Sprintf("%s; try %d failed, retry in %s", silent, c.TryNumber, delay)
+		} else {
+			reap.State = "failed"
+			reap.Message = fmt.Sprintf("%s; try %d failed, no retries left", silent, c.TryNumber)
+		}
+	}
+	return plan{
+		ReapCandidate: protocol.ReapCandidate{
+			Reaper: ReaperAgentLost, Decision: reap.EventKind, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
+			TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "last_heartbeat_at", SignalAt: c.LastHeartbeatAt,
+			Age: protocol.Duration(c.Age), Message: reap.Message,
+		},
+		apply: func(ctx context.Context, epoch int64) (bool, error) { return r.cfg.Store.ApplyReap(ctx, epoch, reap) },
+	}
+}
+
+func agentName(id *int64) string {
+	if id == nil {
+		return "(unknown)"
+	}
+	return fmt.Sprint(*id)
+}

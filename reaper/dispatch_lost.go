@@ -1,0 +1,69 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// planDispatchLost is the dispatch-lost reaper (DESIGN §6 row 2; Leoflow
+// scheduler-resilience; Strøm phase 4 tag check).
+//
+// Signal: state queued with queued_at set and older than the threshold
+// (a TI without the stamp is too poorly observed to reap), and no active
+// agent (heartbeat within the agent-lost threshold) whose tags cover the
+// TI's required tags. Action: fail with dispatch_lost, naming the missing
+// tags; no retry, since nothing could run it. A backlog (matching agents
+// live but busy) is left alone and counted as dispatch_lost_deferred.
+func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, _ Term, th Thresholds) ([]plan, string, error) {
+	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch)
+	if err != nil {
+		return nil, "", err
+	}
+	activeSince := now.Add(-th.AgentLost)
+	plans := make([]plan, 0, len(stale))
+	for _, c := range stale {
+		plans = append(plans, r.dispatchLostPlan(c, th, activeSince))
+	}
+	return plans, "", nil
+}
+
+func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSince time.Time) plan {
+	cand := protocol.ReapCandidate{
+		Reaper: ReaperDispatchLost, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID, TryNumber: c.TryNumber,
+		Signal: "queued_at", SignalAt: c.QueuedAt, Age: protocol.Duration(c.Age),
+	}
+	queuedFor := fmt.Sprintf("queued for %s (threshold %s)", c.Age.Round(time.Second), th.DispatchLost)
+	if c.Covered {
+		cand.Decision = metrics.DecisionDispatchLostDeferred
+		cand.Message = fmt.Sprintf("%s but an active agent offers tags %v: a backlog, left alone", queuedFor, c.RequiredTags)
+		return plan{ReapCandidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
+			_, err := r.cfg.Store.RecordDeferred(ctx, epoch, c, cand.Decision, cand.Message)
+			return err == nil, err
+		}}
+	}
+	cand.Decision = metrics.DecisionDispatchLost
+	switch {
+	case c.ActiveAgents == 0:
+		cand.Message = fmt.Sprintf("%s and no agent is active (none heartbeated within %s); required tags %v",
+			queuedFor, th.AgentLost, c.RequiredTags)
+	case len(c.Missing) > 0:
+		cand.Message = fmt.Sprintf("%s and no active agent offers tags %v (required %v); nothing could run it",
+			queuedFor, c.Missing, c.RequiredTags)
+	default:
+		cand.Message = fmt.Sprintf("%s and no single active agent offers all of the required tags %v", queuedFor, c.RequiredTags)
+	}
+	reap := store.Reap{
+		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber,
+		State: "failed", Reason: "dispatch_lost", Message: cand.Message, EventKind: cand.Decision,
+		WhereState: "queued", WhereStamp: c.QueuedAt, StampColumn: "queued_at",
+		ExtraWhere: store.NoActiveCoverWhere, ExtraArg: activeSince,
+	}
+	return plan{ReapCandidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
+		return r.cfg.Store.ApplyReap(ctx, epoch, reap)
+	}}
+}

@@ -1,0 +1,192 @@
+package reaper_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const epoch = 1
+
+// fakeClock is a stepped clock: tests move time without sleeping.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now(context.Context) (time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now, nil
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// env is a real database with a fenced epoch, reapers on a fake clock,
+// and a raw pool for seeding rows the public API cannot produce (the
+// states a crash leaves behind).
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	store   *store.Store
+	raw     *pgxpool.Pool
+	metrics *metrics.Metrics
+	clock   *fakeClock
+	reapers *reaper.Reapers
+	th      reaper.Thresholds
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	url := storetest.DB(t)
+	st, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	raw, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(raw.Close)
+	require.NoError(t, st.AcquireFence(ctx, epoch, "test"))
+	e := &env{t: t, ctx: ctx, store: st, raw: raw, metrics: metrics.New(), clock: &fakeClock{}, th: reaper.DefaultThresholds()}
+	e.reapers, err = reaper.New(reaper.Config{
+		Store: st, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	return e
+}
+
+// dbNow is the database clock.
+func (e *env) dbNow() time.Time {
+	now, err := e.store.Now(e.ctx)
+	require.NoError(e.t, err)
+	return now
+}
+
+// oldTerm is a term that has led long enough for any threshold.
+func (e *env) oldTerm() reaper.Term { return reaper.Term{Epoch: epoch, GraceStart: e.dbNow().Add(-24 * time.Hour)} }
+
+func (e *env) apply(yaml string) {
+	spec, err := dag.Parse([]byte(yaml))
+	require.NoError(e.t, err)
+	_, err = e.store.ApplyDAG(e.ctx, spec)
+	require.NoError(e.t, err)
+}
+
+// trigger creates a run and drives the scheduler steps until its ready
+// TIs are queued.
+func (e *env) trigger(dagID string) int64 {
+	run, err := e.store.TriggerRun(e.ctx, dagID)
+	require.NoError(e.t, err)
+	e.schedule()
+	return run.ID
+}
+
+func (e *env) schedule() {
+	_, err := e.store.StartQueuedRuns(e.ctx, epoch)
+	require.NoError(e.t, err)
+	_, _, err = e.store.ResolveDependencies(e.ctx, epoch)
+	require.NoError(e.t, err)
+	_, err = e.store.QueueScheduled(e.ctx, epoch)
+	require.NoError(e.t, err)
+}
+
+func (e *env) register(name string, tags []string, capacity int) int64 {
+	id, _, _, err := e.store.RegisterAgent(e.ctx, protocol.RegisterRequest{Name: name, Tags: tags, Capacity: capacity})
+	require.NoError(e.t, err)
+	return id
+}
+
+func (e *env) claim(agentID int64, n int) []protocol.ClaimedTask {
+	tasks, err := e.store.Claim(e.ctx, agentID, n)
+	require.NoError(e.t, err)
+	return tasks
+}
+
+func (e *env) started(agentID int64, tasks ...protocol.ClaimedTask) {
+	entries := make([]protocol.HeartbeatEntry, len(tasks))
+	for i, t := range tasks {
+		entries[i] = protocol.HeartbeatEntry{Attempt: t.Attempt, Started: true}
+	}
+	stops, _, err := e.store.Heartbeat(e.ctx, agentID, entries)
+	require.NoError(e.t, err)
+	require.Empty(e.t, stops)
+}
+
+func (e *env) exec(sql string, args ...any) {
+	_, err := e.raw.Exec(e.ctx, sql, args...)
+	require.NoError(e.t, err)
+}
+
+func (e *env) ti(runID int64, taskID string) protocol.TaskInstance {
+	d, err := e.store.GetRun(e.ctx, runID)
+	require.NoError(e.t, err)
+	for _, ti := range d.TaskInstances {
+		if ti.TaskID == taskID {
+			return ti
+		}
+	}
+	e.t.Fatalf("no task %s in run %d", taskID, runID)
+	return protocol.TaskInstance{}
+}
+
+func (e *env) run(runID int64) protocol.RunDetail {
+	d, err := e.store.GetRun(e.ctx, runID)
+	require.NoError(e.t, err)
+	return d
+}
+
+func (e *env) sweepAt(now time.Time, term reaper.Term) protocol.ReapReport {
+	e.clock.set(now)
+	rep, err := e.reapers.Sweep(e.ctx, term)
+	require.NoError(e.t, err)
+	require.Empty(e.t, rep.Errors)
+	return rep
+}
+
+func (e *env) decisions(label string) float64 {
+	return testutil.ToFloat64(e.metrics.Decisions.WithLabelValues(label))
+}
+
+func (e *env) eventKinds(runID int64) []string {
+	evs, err := e.store.RunEvents(e.ctx, runID, 0)
+	require.NoError(e.t, err)
+	kinds := make([]string, len(evs))
+	for i, ev := range evs {
+		kinds[i] = ev.Kind
+	}
+	return kinds
+}
+
+// only pushes the other reapers' thresholds out of reach, so a test that
+// steps the clock far ahead sees just the reaper it is about.
+func (e *env) only(name string) {
+	far := 24 * time.Hour
+	switch name {
+	case reaper.ReaperAgentLost:
+		e.th.DispatchLost, e.th.Orphan = far, far
+	case reaper.ReaperDispatchLost:
+		e.th.Orphan = far
+	case reaper.ReaperOrphan:
+		e.th.DispatchLost = far
+	}
+}

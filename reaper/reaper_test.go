@@ -1,0 +1,346 @@
+package reaper_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/reaper"
+)
+
+const twoTasks = `dag_id: two
+tasks:
+  - id: a
+    command: ["true"]
+    retries: 1
+    retry_delay: 5s
+  - id: b
+    command: ["true"]
+`
+
+func TestAgentLostFailsStartedTasksAndRespectsRetryBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.apply(twoTasks)
+	runID := e.trigger("two")
+	agent := e.register("w", nil, 4)
+	tasks := e.claim(agent, 2)
+	require.Len(t, tasks, 2)
+	e.started(agent, tasks...)
+
+	// Not yet stale: left alone.
+	rep := e.sweepAt(e.dbNow().Add(80*time.Second), e.oldTerm())
+	assert.Empty(t, rep.Candidates)
+
+	rep = e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
+	require.Len(t, rep.Candidates, 2)
+	a, b := e.ti(runID, "a"), e.ti(runID, "b")
+	assert.Equal(t, "up_for_retry", a.State, "retry budget remains")
+	assert.Equal(t, "agent_lost", a.Reason)
+	assert.NotNil(t, a.NextRetryAt)
+	assert.Equal(t, 1, a.TryNumber, "the try was spent")
+	assert.Equal(t, "failed", b.State, "no retries left")
+	assert.Equal(t, "agent_lost", b.Reason)
+	assert.Contains(t, b.Message, "silent for")
+	assert.Equal(t, 2.0, e.decisions("agent_lost"))
+	assert.Contains(t, e.eventKinds(runID), "agent_lost")
+
+	// The agent's next heartbeat is told to stop both reaped attempts.
+	stops, _, err := e.store.Heartbeat(e.ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
+	require.NoError(t, err)
+	require.Len(t, stops, 1)
+	assert.Equal(t, protocol.StopReaped, stops[0].Reason)
+}
+
+func TestAgentLostLeavesUnobservedTasksAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply(twoTasks)
+	runID := e.trigger("two")
+	// A running TI that never heartbeated and has no claim (e.g. written by
+	// an older version or by hand): no positive signal, never reaped.
+	e.exec(`UPDATE task_instances SET state = 'running', last_heartbeat_at = NULL, attempt_id = NULL WHERE run_id = $1 AND task_id = 'a'`, runID)
+	rep := e.sweepAt(e.dbNow().Add(12*time.Hour), e.oldTerm())
+	for _, c := range rep.Candidates {
+		assert.NotEqual(t, "agent_lost", c.Reaper, "%+v", c)
+	}
+	assert.Equal(t, "running", e.ti(runID, "a").State)
+	assert.Equal(t, "queued", e.ti(runID, "b").State, "the queued TI is not the agent-lost reaper's business")
+}
+
+func TestNeverStartedIsRequeuedThenHitsTheAttemptCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n    retries: 3\n")
+	runID := e.trigger("one")
+	agent := e.register("w", nil, 1)
+	now := e.dbNow()
+	for attempt := 1; attempt <= reaper.MaxDispatchAttempts; attempt++ {
+		e.schedule()
+		tasks := e.claim(agent, 1)
+		require.Len(t, tasks, 1, "attempt %d", attempt)
+		assert.Equal(t, 1, tasks[0].TryNumber, "a never-started requeue spends no try")
+		now = now.Add(100 * time.Second)
+		rep := e.sweepAt(now, reaper.Term{Epoch: epoch, GraceStart: now.Add(-time.Hour)})
+		require.Len(t, rep.Candidates, 1)
+		ti := e.ti(runID, "a")
+		if attempt < reaper.MaxDispatchAttempts {
+			assert.Equal(t, "agent_lost_requeued", rep.Candidates[0].Decision)
+			assert.Equal(t, "scheduled", ti.State)
+			assert.Equal(t, 0, ti.TryNumber)
+			assert.Equal(t, attempt, ti.DispatchAttempts)
+			assert.Nil(t, ti.QueuedAt, "queued_at is re-stamped when it is queued again")
+		} else {
+			assert.Equal(t, "dispatch_lost", rep.Candidates[0].Decision)
+			assert.Equal(t, "failed", ti.State)
+			assert.Equal(t, "dispatch_lost", ti.Reason)
+			assert.Contains(t, ti.Message, "dispatched 5 times")
+		}
+	}
+	assert.Equal(t, 4.0, e.decisions("agent_lost_requeued"))
+	assert.Equal(t, 1.0, e.decisions("dispatch_lost"))
+}
+
+// A control-plane outage must not fail healthy tasks: staleness accrued
+// before the leader led (with the database reachable) does not count.
+func TestPostLeadershipGraceHolds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply(twoTasks)
+	runID := e.trigger("two")
+	agent := e.register("w", nil, 4)
+	tasks := e.claim(agent, 2)
+	e.started(agent, tasks...)
+	// The agents have been silent for 10 minutes, but this leader only
+	// started leading 30 s ago (a restart, a failover, a database outage).
+	e.exec(`UPDATE task_instances SET last_heartbeat_at = last_heartbeat_at - interval '10 minutes' WHERE run_id = $1`, runID)
+	now := e.dbNow()
+	term := reaper.Term{Epoch: epoch, GraceStart: now.Add(-30 * time.Second)}
+
+	rep := e.sweepAt(now, term)
+	assert.Empty(t, rep.Candidates)
+	assert.Contains(t, rep.Grace, "grace")
+	assert.Equal(t, "running", e.ti(runID, "a").State)
+
+	// The agent reconnects within the grace: nothing is ever reaped, even
+	// once the leader has led for longer than the threshold.
+	e.started(agent, tasks...)
+	rep = e.sweepAt(now.Add(70*time.Second), term)
+	assert.Empty(t, rep.Candidates)
+	assert.Empty(t, rep.Grace, "led for 100 s: the grace is over")
+	assert.Equal(t, "running", e.ti(runID, "a").State)
+
+	// An agent that stays silent past the threshold after the grace is reaped.
+	rep = e.sweepAt(now.Add(200*time.Second), term)
+	assert.Len(t, rep.Candidates, 2)
+	assert.Equal(t, "up_for_retry", e.ti(runID, "a").State)
+}
+
+func TestDispatchLostFailsUnmatchableAndDefersBacklog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.apply(`dag_id: tags
+max_active_tasks: 10
+tasks:
+  - id: gpu
+    command: ["true"]
+    tags: [gpu, linux]
+    retries: 3
+  - id: plain
+    command: ["true"]
+  - id: busy
+    command: ["true"]
+    tags: [linux]
+`)
+	runID := e.trigger("tags")
+	// A linux agent is live but full: "busy" and "plain" are a backlog.
+	linux := e.register("linux-box", []string{"linux"}, 1)
+	blocker := e.claim(linux, 1)
+	require.Len(t, blocker, 1)
+	now := e.dbNow().Add(4 * time.Minute)
+	e.exec(`UPDATE agents SET last_heartbeat_at = now() + interval '4 minutes' WHERE id = $1`, linux)
+
+	rep := e.sweepAt(now, e.oldTerm())
+	byTask := map[string]protocol.ReapCandidate{}
+	for _, c := range rep.Candidates {
+		byTask[c.TaskID] = c
+	}
+	require.Contains(t, byTask, "gpu")
+	assert.Equal(t, "dispatch_lost", byTask["gpu"].Decision)
+	gpu := e.ti(runID, "gpu")
+	assert.Equal(t, "failed", gpu.State)
+	assert.Equal(t, "dispatch_lost", gpu.Reason)
+	assert.Contains(t, gpu.Message, "[gpu]", "the message names the missing tag")
+	assert.Equal(t, 0, gpu.TryNumber, "no retry: nothing could run it")
+
+	backlog := 0
+	for _, c := range rep.Candidates {
+		if c.Decision == "dispatch_lost_deferred" {
+			backlog++
+			assert.Equal(t, "queued", e.ti(runID, c.TaskID).State)
+		}
+	}
+	assert.Equal(t, 1, backlog, "the TI the busy agent could run later is deferred")
+
+	// A second sweep counts the backlog again but writes its event once.
+	e.sweepAt(now.Add(time.Second), e.oldTerm())
+	assert.Equal(t, 2.0, e.decisions("dispatch_lost_deferred"))
+	deferredEvents := 0
+	for _, k := range e.eventKinds(runID) {
+		if k == "dispatch_lost_deferred" {
+			deferredEvents++
+		}
+	}
+	assert.Equal(t, 1, deferredEvents)
+}
+
+func TestDispatchLostNeedsQueuedAtAndAge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.apply(twoTasks)
+	runID := e.trigger("two")
+	e.exec(`UPDATE task_instances SET queued_at = NULL WHERE run_id = $1 AND task_id = 'a'`, runID)
+	rep := e.sweepAt(e.dbNow().Add(2*time.Minute), e.oldTerm())
+	assert.Empty(t, rep.Candidates, "younger than the threshold")
+	rep = e.sweepAt(e.dbNow().Add(time.Hour), e.oldTerm())
+	require.Len(t, rep.Candidates, 1, "only b: a has no queued_at, too poorly observed to reap")
+	assert.Equal(t, "b", rep.Candidates[0].TaskID)
+	assert.Contains(t, rep.Candidates[0].Message, "no agent is active")
+	assert.Equal(t, "queued", e.ti(runID, "a").State)
+}
+
+func TestOrphanRunReaper(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperOrphan)
+	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n")
+	done, stuck, active := e.trigger("chain"), e.trigger("chain"), e.trigger("chain")
+	// Finalizable: every TI terminal but the run left running (a crash
+	// between the last completion and finalization).
+	e.exec(`UPDATE task_instances SET state = 'success' WHERE run_id = $1`, done)
+	// Stuck: a succeeded, b left 'none' and nothing will ever move it.
+	e.exec(`UPDATE task_instances SET state = CASE task_id WHEN 'a' THEN 'success' ELSE 'none' END WHERE run_id = $1`, stuck)
+	// Active: a still queued. Never an orphan.
+
+	rep := e.sweepAt(e.dbNow().Add(4*time.Minute), e.oldTerm())
+	assert.Empty(t, rep.Candidates, "nothing is older than the 5 min threshold")
+
+	rep = e.sweepAt(e.dbNow().Add(6*time.Minute), e.oldTerm())
+	got := map[int64]string{}
+	for _, c := range rep.Candidates {
+		got[c.RunID] = c.Decision
+	}
+	assert.Equal(t, map[int64]string{done: "orphan_finalized", stuck: "orphan_reaped"}, got)
+	assert.Equal(t, "success", e.run(done).State)
+	s := e.run(stuck)
+	assert.Equal(t, "failed", s.State)
+	assert.Equal(t, "orphaned", s.Reason)
+	assert.Equal(t, "failed", e.ti(stuck, "b").State)
+	assert.Equal(t, "orphaned", e.ti(stuck, "b").Reason)
+	assert.Equal(t, "running", e.run(active).State)
+	assert.Equal(t, "queued", e.ti(active, "a").State)
+	assert.Contains(t, e.eventKinds(stuck), "orphan_reaped")
+	assert.Equal(t, 1.0, e.decisions("orphan_reaped"))
+	assert.Equal(t, 1.0, e.decisions("orphan_finalized"))
+}
+
+// Dry run lists exactly the candidates with their signals and writes
+// nothing.
+func TestDryRunListsExactlyTheCandidates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.apply(twoTasks)
+	e.apply("dag_id: gpu\ntasks:\n  - id: g\n    command: [\"true\"]\n    tags: [gpu]\n")
+	silent := e.trigger("two")
+	agent := e.register("w", nil, 1)
+	tasks := e.claim(agent, 1) // a: claimed and started, then silent
+	e.started(agent, tasks...)
+	unmatched := e.trigger("gpu")
+	orphan := e.trigger("two")
+	e.exec(`UPDATE task_instances SET state = 'success' WHERE run_id = $1`, orphan)
+	e.exec(`UPDATE agents SET last_heartbeat_at = now() + interval '9 minutes' WHERE id = $1`, agent)
+
+	rep, err := e.reapers.DryRun(e.ctx, e.oldTerm())
+	require.NoError(t, err)
+	assert.Empty(t, rep.Candidates, "nothing is stale yet")
+
+	e.clock.set(e.dbNow().Add(10 * time.Minute))
+	rep, err = e.reapers.DryRun(e.ctx, e.oldTerm())
+	require.NoError(t, err)
+	require.True(t, rep.DryRun)
+	type key struct {
+		reaper, decision, task string
+		run                    int64
+	}
+	var got []key
+	for _, c := range rep.Candidates {
+		got = append(got, key{c.Reaper, c.Decision, c.TaskID, c.RunID})
+		assert.NotEmpty(t, c.Signal)
+		assert.Greater(t, c.Age.D(), 3*time.Minute)
+		assert.False(t, c.Applied)
+	}
+	assert.ElementsMatch(t, []key{
+		{"agent_lost", "agent_lost", "a", silent},
+		{"dispatch_lost", "dispatch_lost_deferred", "b", silent},
+		{"dispatch_lost", "dispatch_lost", "g", unmatched},
+		{"orphan", "orphan_finalized", "", orphan},
+	}, got)
+	assert.Equal(t, "running", e.ti(silent, "a").State, "a dry run writes nothing")
+	assert.Equal(t, "queued", e.ti(unmatched, "g").State)
+	assert.Equal(t, "running", e.run(orphan).State)
+	assert.Zero(t, e.decisions("agent_lost"))
+}
+
+func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.apply(twoTasks)
+	runID := e.trigger("two")
+	agent := e.register("w", nil, 4)
+	tasks := e.claim(agent, 2)
+	e.started(agent, tasks...)
+	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
+	var a, b protocol.ClaimedTask
+	for _, task := range tasks {
+		if task.TaskID == "a" {
+			a = task
+		} else {
+			b = task
+		}
+	}
+	require.Equal(t, "up_for_retry", e.ti(runID, "a").State)
+	require.Equal(t, "failed", e.ti(runID, "b").State)
+
+	// The partitioned agent finished both; its buffered successes arrive.
+	for _, task := range []protocol.ClaimedTask{a, b} {
+		state, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: task.Attempt, Outcome: "success"})
+		require.NoError(t, err, task.TaskID)
+		assert.Equal(t, "success", state)
+		assert.True(t, late)
+	}
+	assert.Equal(t, "success", e.ti(runID, "a").State)
+	assert.Equal(t, "success", e.ti(runID, "b").State)
+	assert.Contains(t, e.eventKinds(runID), "late_completion_accepted")
+
+	// Once a newer attempt is claimed, the old one's success is stale.
+	e.apply("dag_id: again\ntasks:\n  - id: x\n    command: [\"true\"]\n    retries: 1\n")
+	run2 := e.trigger("again")
+	first := e.claim(agent, 1)
+	e.started(agent, first...)
+	e.sweepAt(e.dbNow().Add(200*time.Second), e.oldTerm())
+	e.exec(`UPDATE task_instances SET next_retry_at = now() WHERE run_id = $1`, run2)
+	_, err := e.store.RequeueDueRetries(e.ctx, epoch)
+	require.NoError(t, err)
+	e.schedule()
+	second := e.claim(agent, 1)
+	require.Len(t, second, 1)
+	_, _, err = e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: first[0].Attempt, Outcome: "success"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "superseded")
+}
