@@ -83,7 +83,9 @@ func (e *env) dbNow() time.Time {
 }
 
 // oldTerm is a term that has led long enough for any threshold.
-func (e *env) oldTerm() reaper.Term { return reaper.Term{Epoch: epoch, GraceStart: e.dbNow().Add(-24 * time.Hour)} }
+func (e *env) oldTerm() reaper.Term {
+	return reaper.Term{Epoch: epoch, GraceStart: e.dbNow().Add(-24 * time.Hour)}
+}
 
 func (e *env) apply(yaml string) {
 	spec, err := dag.Parse([]byte(yaml))
