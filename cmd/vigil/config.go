@@ -40,7 +40,11 @@ func bindConfig(cmd *cobra.Command) error {
 		if firstErr != nil || f.Changed || f.Name == "config" || f.Name == "help" {
 			return
 		}
-		source, val, ok := lookup(v, f.Name)
+		keys := []string{f.Name}
+		for _, section := range f.Annotations[configSection] {
+			keys = append(keys, section+"."+f.Name)
+		}
+		source, val, ok := lookup(v, f.Name, keys)
 		if !ok {
 			return
 		}
@@ -51,14 +55,17 @@ func bindConfig(cmd *cobra.Command) error {
 	return firstErr
 }
 
-// lookup finds a flag's value in env first, then the file.
-func lookup(v *viper.Viper, name string) (source string, val any, ok bool) {
+// lookup finds a flag's value in env (VIGIL_<FLAG_NAME>) first, then in
+// the file under any of keys.
+func lookup(v *viper.Viper, name string, keys []string) (source string, val any, ok bool) {
 	env := "VIGIL_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
 	if s, set := os.LookupEnv(env); set {
 		return env, s, true
 	}
-	if v.InConfig(name) {
-		return "config file", v.Get(name), true
+	for _, k := range keys {
+		if v.InConfig(k) {
+			return "config file key " + k, v.Get(k), true
+		}
 	}
 	return "", nil, false
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/pgcluster"
@@ -41,6 +42,35 @@ type liteOpts struct {
 	tickInterval      time.Duration
 	heartbeatInterval time.Duration
 	drainTimeout      time.Duration
+	recovery          *recoveryOpts
+}
+
+// recoveryOpts are the reaper settings, the `recovery:` section of the
+// config file (Strøm recovery section; DESIGN §6, §7).
+type recoveryOpts struct {
+	agentLost, dispatchLost, orphan, sweepInterval time.Duration
+}
+
+// configSection marks flags that live under a section of the YAML config
+// file (recovery.agent-lost-threshold); bindConfig reads that key too.
+const configSection = "vigil/config-section"
+
+// addRecoveryFlags adds the reaper flags to cmd.
+func addRecoveryFlags(cmd *cobra.Command) *recoveryOpts {
+	r := &recoveryOpts{}
+	f := cmd.Flags()
+	f.DurationVar(&r.agentLost, "agent-lost-threshold", reaper.DefaultAgentLost, "running TI silent this long is reaped (≥ 2 × heartbeat interval, 1s..2h)")
+	f.DurationVar(&r.dispatchLost, "dispatch-lost-threshold", reaper.DefaultDispatchLost, "queued TI no active agent can take is failed after this long (1s..24h)")
+	f.DurationVar(&r.orphan, "orphan-threshold", reaper.DefaultOrphan, "running run with nothing active is finalized after this long unchanged (1s..24h)")
+	f.DurationVar(&r.sweepInterval, "sweep-interval", scheduler.DefaultSweepInterval, "how often the reapers run (100ms..10m)")
+	for _, name := range []string{"agent-lost-threshold", "dispatch-lost-threshold", "orphan-threshold", "sweep-interval"} {
+		_ = f.SetAnnotation(name, configSection, []string{"recovery"})
+	}
+	return r
+}
+
+func (r *recoveryOpts) thresholds() reaper.Thresholds {
+	return reaper.Thresholds{AgentLost: r.agentLost, DispatchLost: r.dispatchLost, Orphan: r.orphan}
 }
 
 func newLiteCmd() *cobra.Command {
@@ -73,6 +103,7 @@ func newLiteCmd() *cobra.Command {
 	f.DurationVar(&o.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 15*time.Second, "agent heartbeat interval told to agents (1s..2m)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "on shutdown, how long in-process agents let running tasks finish")
+	o.recovery = addRecoveryFlags(cmd)
 	return cmd
 }
 
@@ -90,6 +121,9 @@ func (o *liteOpts) validate() error {
 		return usageError("--drain-timeout: must not be negative")
 	case o.databaseURL == "" && o.dataDir == "":
 		return usageError("--data-dir: required when --database-url is empty")
+	}
+	if err := o.recovery.thresholds().Validate(o.heartbeatInterval); err != nil {
+		return usageError("%v", err)
 	}
 	return nil
 }
@@ -134,7 +168,7 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	}
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
 		store: st, log: log, listen: o.listen, agentToken: agentToken, operatorToken: opToken,
-		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval,
+		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		elector: func(m *metrics.Metrics) leader.Elector { return leader.NewStatic(st, replicaID(), log, m) },
 	})
 	if err != nil {
@@ -157,6 +191,7 @@ type controlPlaneConfig struct {
 	listen                          string
 	agentToken, operatorToken       string
 	tickInterval, heartbeatInterval time.Duration
+	recovery                        *recoveryOpts
 	elector                         func(*metrics.Metrics) leader.Elector
 }
 
@@ -170,9 +205,11 @@ type controlPlane struct {
 // then leadership, then the listener.
 func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPlane, error) {
 	m := metrics.New()
-	listener := cfg.store.Listen(context.Background(), cfg.log, store.ChanScheduler, store.ChanQueued)
+	listener := cfg.store.Listen(context.Background(), cfg.log, store.ChanScheduler, store.ChanQueued, store.ChanReap)
 	sched, err := scheduler.New(scheduler.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log, Interval: cfg.tickInterval,
+		Thresholds: cfg.recovery.thresholds(), HeartbeatInterval: cfg.heartbeatInterval,
+		SweepInterval: cfg.recovery.sweepInterval,
 	})
 	if err != nil {
 		listener.Close()

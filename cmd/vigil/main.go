@@ -134,11 +134,3 @@ func notYetAvailable(use, short string) *cobra.Command {
 func newServerCmd() *cobra.Command {
 	return notYetAvailable("server", "Run a Pro replica (etcd leader election)")
 }
-
-func newReapCmd() *cobra.Command {
-	return notYetAvailable("reap", "List or force reaper candidates")
-}
-
-func newThresholdsCmd() *cobra.Command {
-	return notYetAvailable("thresholds", "Get or set reaper thresholds")
-}
