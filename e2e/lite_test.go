@@ -378,3 +378,67 @@ func readyAPI(t *testing.T, lite *liteProc) string {
 	}, "the 'vigil lite ready' log line")
 	return api
 }
+
+// TestLiteRestart exercises the harness's Stop, Kill and Restart while a
+// remote agent keeps running: Lite comes back on the same port and
+// database with its runs intact and a higher fencing epoch, and the agent
+// reconnects and runs new work.
+func TestLiteRestart(t *testing.T) {
+	t.Parallel()
+	dags := t.TempDir()
+	writeDAG(t, dags, "hello", `
+dag_id: hello
+tasks:
+  - id: greet
+    command: ["sh", "-c", "echo \"hello from $PPID\""]
+`)
+	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0})
+	agent := startAgent(t, []string{lite.URL}, agentToken, "survivor")
+	want := fmt.Sprintf("hello from %d", agent.pid())
+	runOnAgent := func() int64 {
+		t.Helper()
+		d, code := triggerJSON(t, lite, "hello", true)
+		require.Equal(t, 0, code)
+		logs := taskLogs(t, lite, d.ID, "greet")
+		require.Len(t, logs.Lines, 1)
+		assert.Equal(t, want, logs.Lines[0].Line, "run %d ran on the remote agent", d.ID)
+		return d.ID
+	}
+	first := runOnAgent()
+
+	var epochs []float64
+	leadingEpoch := func() {
+		t.Helper()
+		waitFor(t, 10*time.Second, func() bool {
+			for _, rec := range jsonLogLines(lite.LogPath()) {
+				if e, ok := rec["epoch"].(float64); ok && rec["msg"] == "leading" {
+					epochs = append(epochs, e)
+					return true
+				}
+			}
+			return false
+		}, "a 'leading' log line with the epoch")
+	}
+	leadingEpoch()
+
+	lite.Stop()
+	assert.Equal(t, 0, lite.ExitCode(), "Lite exits 0 on SIGTERM")
+	assert.False(t, listening(lite.Port))
+	lite.Restart()
+	leadingEpoch()
+	assert.Equal(t, "success", runDetail(t, lite, first).State, "the run survived the restart")
+	second := runOnAgent()
+	assert.Greater(t, second, first)
+
+	lite.Kill()
+	assert.False(t, listening(lite.Port))
+	lite.Restart()
+	leadingEpoch()
+	third := runOnAgent()
+	assert.Greater(t, third, second)
+
+	require.Len(t, epochs, 3)
+	assert.Less(t, epochs[0], epochs[1], "each start takes a higher fencing epoch")
+	assert.Less(t, epochs[1], epochs[2], "each start takes a higher fencing epoch")
+	assert.False(t, agent.exited(), "the agent outlived every Lite")
+}
