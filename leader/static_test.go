@@ -152,10 +152,11 @@ func TestAcquireFenceWaitsForOpenLeaderTransaction(t *testing.T) {
 		t.Fatal("AcquireFence did not wait for the open leader transaction")
 	case <-time.After(300 * time.Millisecond):
 	}
+	releasedAt := time.Now()
 	close(release)
-	committed := <-txDone
+	<-txDone
 	at := <-acquired
-	assert.False(t, at.Before(committed), "the new epoch was taken only after the old transaction ended")
+	assert.False(t, at.Before(releasedAt), "the new epoch was taken only after the old transaction ended")
 
 	err := st.LeaderTx(ctx, 10, func(store.Tx) error { t.Fatal("fenced work ran"); return nil })
 	var fenced *store.FencedError
