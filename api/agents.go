@@ -124,6 +124,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		case <-deadline.C:
 			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: []protocol.ClaimedTask{}})
 			return
+		case <-s.draining:
+			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: []protocol.ClaimedTask{}})
+			return
 		case <-wake:
 		case <-poll.C:
 		}

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -63,10 +64,17 @@ type Config struct {
 
 // Server is the HTTP API. Build it with New and mount Handler.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	mux *http.ServeMux
+	cfg       Config
+	log       *slog.Logger
+	mux       *http.ServeMux
+	draining  chan struct{}
+	drainOnce sync.Once
 }
+
+// Drain makes every pending and future claim long-poll return at once
+// with no tasks, so an HTTP shutdown does not wait out 30 s polls.
+// Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New validates cfg. Errors name the field: tokens must be set and differ.
 func New(cfg Config) (*Server, error) {
@@ -90,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
 }

@@ -129,7 +129,6 @@ type proc struct {
 	logPath string
 	marker  string
 	done    chan struct{} // closed once the process has been waited for
-	waitErr error         // valid once done is closed
 }
 
 // startProc starts vigil with args and env (on top of the test process's
@@ -153,7 +152,7 @@ func startProc(t *testing.T, name, logPath string, args, env []string) *proc {
 	_ = logFile.Close() // the child holds its own descriptor
 	t.Logf("%s: started pid %d: vigil %s", name, p.cmd.Process.Pid, strings.Join(args, " "))
 	go func() {
-		p.waitErr = p.cmd.Wait()
+		_ = p.cmd.Wait() // the exit status is in p.cmd.ProcessState
 		close(p.done)
 	}()
 	t.Cleanup(func() {

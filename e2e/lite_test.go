@@ -441,4 +441,9 @@ tasks:
 	assert.Less(t, epochs[0], epochs[1], "each start takes a higher fencing epoch")
 	assert.Less(t, epochs[1], epochs[2], "each start takes a higher fencing epoch")
 	assert.False(t, agent.exited(), "the agent outlived every Lite")
+	// Stopped while Lite is up: an agent SIGTERMed with its control plane
+	// down waits out its whole drain timeout even with nothing to deliver
+	// (agent.flush waits for the link), which would add 5 s to the cleanup.
+	require.True(t, agent.stop(t), "the agent stops on SIGTERM")
+	assert.Equal(t, 0, agent.exitCode())
 }

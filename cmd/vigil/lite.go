@@ -231,6 +231,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		return nil, fmt.Errorf("--listen %s: %w", cfg.listen, err)
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv.RegisterOnShutdown(srv.Drain)
 	go func() {
 		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cfg.log.Error("http server", "err", err)
