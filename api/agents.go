@@ -30,6 +30,16 @@ func validateAttempt(field string, a protocol.Attempt) error {
 	return nil
 }
 
+// agentRequest reads the {agent_id} path value and the JSON body of an
+// agent endpoint, writing the 400 itself when either is malformed.
+func agentRequest(w http.ResponseWriter, r *http.Request, body any) (int64, bool) {
+	agentID, ok := pathID(w, r, "agent_id")
+	if !ok || !decode(w, r, body) {
+		return 0, false
+	}
+	return agentID, true
+}
+
 func validateRegister(req protocol.RegisterRequest) error {
 	if req.Name == "" || len(req.Name) > maxNameLen {
 		return fmt.Errorf("name: must be 1..%d characters", maxNameLen)
@@ -78,12 +88,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 // claim long-polls: it tries to claim, and while nothing is claimable waits
 // for a "queued" notification (or a 1 s poll) until the request's wait ends.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	agentID, ok := pathID(w, r, "agent_id")
-	if !ok {
-		return
-	}
 	var req protocol.ClaimRequest
-	if !decode(w, r, &req) {
+	agentID, ok := agentRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	if req.Slots < 0 || req.Slots > maxCapacity {
@@ -141,12 +148,9 @@ func nonNilTasks(t []protocol.ClaimedTask) []protocol.ClaimedTask {
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	agentID, ok := pathID(w, r, "agent_id")
-	if !ok {
-		return
-	}
 	var req protocol.HeartbeatRequest
-	if !decode(w, r, &req) {
+	agentID, ok := agentRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	if len(req.Entries) > maxEntries {
@@ -172,12 +176,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
-	agentID, ok := pathID(w, r, "agent_id")
-	if !ok {
-		return
-	}
 	var req protocol.CompleteRequest
-	if !decode(w, r, &req) {
+	agentID, ok := agentRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	if err := validateAttempt("attempt", req.Attempt); err != nil {
@@ -207,12 +208,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	agentID, ok := pathID(w, r, "agent_id")
-	if !ok {
-		return
-	}
 	var req protocol.LogsRequest
-	if !decode(w, r, &req) {
+	agentID, ok := agentRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	for i, l := range req.Lines {

@@ -78,23 +78,39 @@ func tooLarge(n int64) error {
 // prefixed with the path on every line ("path: dag ...: ..."); they still
 // unwrap to what Parse returned, e.g. a *ValidationError.
 func ParseFile(path string) (*Spec, error) {
+	f, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return f.Spec, nil
+}
+
+// File is one parsed spec file: its path, its spec and its raw text (what
+// `vigil dags apply` sends to the server).
+type File struct {
+	Path string
+	Spec *Spec
+	Data []byte
+}
+
+func readFile(path string) (File, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err // *fs.PathError names the path
+		return File{}, err // *fs.PathError names the path
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxSpecBytes {
-		return nil, &fileError{path, tooLarge(st.Size())}
+		return File{}, &fileError{path, tooLarge(st.Size())}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSpecBytes+1))
 	if err != nil {
-		return nil, err // *fs.PathError names the path
+		return File{}, err // *fs.PathError names the path
 	}
 	s, err := Parse(data)
 	if err != nil {
-		return nil, &fileError{path, err}
+		return File{}, &fileError{path, err}
 	}
-	return s, nil
+	return File{Path: path, Spec: s, Data: data}, nil
 }
 
 // fileError prefixes every line of a (possibly multi-line) error with a
@@ -121,6 +137,19 @@ func (e *fileError) Unwrap() error { return e.err }
 // when two files declare the same dag_id; the error names both files. No
 // paths, or only directories without specs, yield an empty result.
 func LoadPaths(paths ...string) ([]*Spec, error) {
+	files, err := LoadFiles(paths...)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]*Spec, len(files))
+	for i, f := range files {
+		specs[i] = f.Spec
+	}
+	return specs, nil
+}
+
+// LoadFiles is LoadPaths keeping each file's path and raw text.
+func LoadFiles(paths ...string) ([]File, error) {
 	var files []string
 	seen := make(map[string]bool)
 	add := func(p string) {
@@ -158,21 +187,20 @@ func LoadPaths(paths ...string) ([]*Spec, error) {
 			add(file)
 		}
 	}
-
-	specs := make([]*Spec, 0, len(files))
+	out := make([]File, 0, len(files))
 	declared := make(map[string]string, len(files)) // dag_id -> file
-	for _, f := range files {
-		s, err := ParseFile(f)
+	for _, path := range files {
+		f, err := readFile(path)
 		if err != nil {
 			return nil, err
 		}
-		if prev, dup := declared[s.DAGID]; dup {
-			return nil, fmt.Errorf("%s: %s: dag_id already declared in %s", f, dagRef(s.DAGID), prev)
+		if prev, dup := declared[f.Spec.DAGID]; dup {
+			return nil, fmt.Errorf("%s: %s: dag_id already declared in %s", path, dagRef(f.Spec.DAGID), prev)
 		}
-		declared[s.DAGID] = f
-		specs = append(specs, s)
+		declared[f.Spec.DAGID] = path
+		out = append(out, f)
 	}
-	return specs, nil
+	return out, nil
 }
 
 // parseTree parses data into a node tree, without decoding, to check that

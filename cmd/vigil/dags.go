@@ -2,9 +2,8 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,9 +50,9 @@ it was created, updated or unchanged.`,
 			out := cmd.OutOrStdout()
 			results := make([]protocol.ApplyDAGResponse, 0, len(files))
 			for _, f := range files {
-				res, err := c.ApplyDAG(cmd.Context(), string(f.yaml))
+				res, err := c.ApplyDAG(cmd.Context(), string(f.Data))
 				if err != nil {
-					return fmt.Errorf("%s: apply dag %q: %w", f.path, f.dagID, err)
+					return fmt.Errorf("%s: apply dag %q: %w", f.Path, f.Spec.DAGID, err)
 				}
 				results = append(results, res)
 				if !o.json() {
@@ -68,79 +67,18 @@ it was created, updated or unchanged.`,
 	}
 }
 
-// specFile is one validated spec file and its raw text.
-type specFile struct {
-	path  string
-	dagID string
-	yaml  []byte
-}
-
-// loadSpecFiles expands paths as dag.LoadPaths does (files as given,
-// directories' *.yaml and *.yml sorted, not recursive, each file once),
-// validates every file, and reads their text. Any bad file, or two files
-// with one dag_id, fails the lot.
-func loadSpecFiles(paths []string) ([]specFile, error) {
-	var files []string
-	seen := make(map[string]bool)
-	add := func(p string) {
-		key := filepath.Clean(p)
-		if abs, err := filepath.Abs(p); err == nil {
-			key = abs
-		}
-		if !seen[key] {
-			seen[key] = true
-			files = append(files, p)
-		}
+// loadSpecFiles validates every spec under paths with dag.LoadFiles
+// before anything is sent: any bad file, or two files with one dag_id,
+// fails the lot.
+func loadSpecFiles(paths []string) ([]dag.File, error) {
+	files, err := dag.LoadFiles(paths...)
+	if err != nil {
+		return nil, fmt.Errorf("%w\nnothing applied", err)
 	}
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !st.IsDir() {
-			add(p)
-			continue
-		}
-		entries, err := os.ReadDir(p) // sorted by name
-		if err != nil {
-			return nil, err
-		}
-		found := false
-		for _, e := range entries {
-			ext := filepath.Ext(e.Name())
-			if ext != ".yaml" && ext != ".yml" {
-				continue
-			}
-			file := filepath.Join(p, e.Name())
-			if st, err := os.Stat(file); err == nil && st.IsDir() {
-				continue
-			}
-			found = true
-			add(file)
-		}
-		if !found {
-			return nil, fmt.Errorf("%s: no DAG spec files (*.yaml, *.yml) in this directory", p)
-		}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no DAG spec files (*.yaml, *.yml) found", strings.Join(paths, ", "))
 	}
-
-	out := make([]specFile, 0, len(files))
-	declared := make(map[string]string, len(files)) // dag_id -> file
-	for _, f := range files {
-		spec, err := dag.ParseFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("%w\nnothing applied", err)
-		}
-		if prev, dup := declared[spec.DAGID]; dup {
-			return nil, fmt.Errorf("%s: dag %s: dag_id already declared in %s\nnothing applied", f, strconv.Quote(spec.DAGID), prev)
-		}
-		declared[spec.DAGID] = f
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, specFile{path: f, dagID: spec.DAGID, yaml: data})
-	}
-	return out, nil
+	return files, nil
 }
 
 func newDagsListCmd(o *clientOpts) *cobra.Command {
