@@ -1,0 +1,142 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const benchEpoch = 1
+
+func benchStore(b *testing.B, tasks int) *store.Store {
+	b.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.DB(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	if err := st.AcquireFence(ctx, benchEpoch, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "dag_id: wide\nmax_active_tasks: 10000\ntasks:\n")
+	for i := 0; i < tasks; i++ {
+		fmt.Fprintf(&sb, "  - id: t%05d\n    command: [\"true\"]\n", i)
+	}
+	spec, err := dag.Parse([]byte(sb.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.ApplyDAG(ctx, spec); err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+func schedule(b *testing.B, st *store.Store) {
+	ctx := context.Background()
+	if _, err := st.StartQueuedRuns(ctx, benchEpoch); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := st.ResolveDependencies(ctx, benchEpoch); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.QueueScheduled(ctx, benchEpoch); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkClaimHeartbeatComplete measures one TI's agent round trip at
+// the store: claim (FOR UPDATE SKIP LOCKED), a started heartbeat, and a
+// guarded completion.
+func BenchmarkClaimHeartbeatComplete(b *testing.B) {
+	st := benchStore(b, 1000)
+	ctx := context.Background()
+	agent, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "bench", Capacity: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%1000 == 0 {
+			b.StopTimer()
+			if _, err := st.TriggerRun(ctx, "wide"); err != nil {
+				b.Fatal(err)
+			}
+			schedule(b, st)
+			b.StartTimer()
+		}
+		tasks, err := st.Claim(ctx, agent, 1)
+		if err != nil || len(tasks) != 1 {
+			b.Fatalf("claim: %v (%d)", err, len(tasks))
+		}
+		if _, _, err := st.Heartbeat(ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := st.Complete(ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBatchedHeartbeat measures one agent heartbeat carrying 100
+// running attempts (DESIGN §4: one statement per agent).
+func BenchmarkBatchedHeartbeat(b *testing.B) {
+	st := benchStore(b, 100)
+	ctx := context.Background()
+	agent, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "bench", Capacity: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.TriggerRun(ctx, "wide"); err != nil {
+		b.Fatal(err)
+	}
+	schedule(b, st)
+	tasks, err := st.Claim(ctx, agent, 100)
+	if err != nil || len(tasks) != 100 {
+		b.Fatalf("claim: %v (%d)", err, len(tasks))
+	}
+	entries := make([]protocol.HeartbeatEntry, len(tasks))
+	for i, t := range tasks {
+		entries[i] = protocol.HeartbeatEntry{Attempt: t.Attempt, Started: true}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := st.Heartbeat(ctx, agent, entries); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSchedulerTickSteps measures the fenced scheduler steps over 50
+// running runs of 100 TIs each with nothing to do (the steady-state cost
+// of a tick).
+func BenchmarkSchedulerTickSteps(b *testing.B) {
+	st := benchStore(b, 100)
+	ctx := context.Background()
+	for i := 0; i < 50; i++ {
+		if _, err := st.TriggerRun(ctx, "wide"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	schedule(b, st)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		schedule(b, st)
+		if _, err := st.RequeueDueRetries(ctx, benchEpoch); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.FinalizeRuns(ctx, benchEpoch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
