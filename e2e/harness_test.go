@@ -450,6 +450,26 @@ func (l *liteProc) Restart() {
 	l.start()
 }
 
+// RestartWith starts Lite again like Restart, with extra flags appended
+// to the recorded ones for this and every later start (a later flag
+// overrides an earlier one).
+func (l *liteProc) RestartWith(extra ...string) {
+	l.t.Helper()
+	l.args = append(l.args, extra...)
+	l.Restart()
+}
+
+// killHard SIGKILLs the process, waits until it is gone, then kills by pid
+// the task processes it orphaned (those still carrying its marker) and
+// returns their pids.
+func (p *proc) killHard(t *testing.T) []int {
+	t.Helper()
+	p.kill(t)
+	orphans := markedPids(p.marker)
+	p.killStragglers(t)
+	return orphans
+}
+
 // startAgent starts a remote `vigil agent` against servers. It passes
 // --drain-timeout 5s before extra (which may override it), so that a
 // SIGTERM ends it within stopTimeout.
@@ -577,6 +597,40 @@ func tryGetJSON(lite *liteProc, path string, out any) error {
 func getJSON(t *testing.T, lite *liteProc, path string, out any) {
 	t.Helper()
 	require.NoError(t, tryGetJSON(lite, path, out))
+}
+
+// metricsText is GET /metrics, which needs no token.
+func metricsText(t *testing.T, lite *liteProc) string {
+	t.Helper()
+	resp, err := apiClient.Get(lite.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET /metrics: %s", body)
+	return string(body)
+}
+
+// agentPost POSTs body as JSON to lite's agent API with the agent token
+// and decodes a 2xx reply into out (nil: the reply is discarded).
+func agentPost(t *testing.T, lite *liteProc, path string, body, out any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, lite.URL+path, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+agentToken)
+	req.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Timeout: httpTimeout + 30*time.Second}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.True(t, resp.StatusCode >= 200 && resp.StatusCode < 300, "POST %s: %s: %s", path, resp.Status, reply)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(reply, out), "POST %s: decode %s", path, reply)
+	}
 }
 
 // runDetail is GET /v1/runs/{id}.

@@ -24,9 +24,8 @@ import (
 // never started is requeued to scheduled without spending a retry, and
 // fails with dispatch_lost after MaxDispatchAttempts.
 func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, th Thresholds) ([]plan, string, error) {
-	if led := now.Sub(term.GraceStart); led < th.AgentLost {
-		return nil, fmt.Sprintf("agent-lost reaper in post-leadership grace: leading with the database reachable for %s of %s (reaping resumes at %s)",
-			led.Round(time.Second), th.AgentLost, term.GraceStart.Add(th.AgentLost).UTC().Format(time.RFC3339)), nil
+	if grace := graceNotice("agent-lost", now, term, th); grace != "" {
+		return nil, grace, nil
 	}
 	stale, err := r.cfg.Store.ListStaleRunning(ctx, now, th.AgentLost, r.cfg.Batch)
 	if err != nil {
@@ -79,4 +78,16 @@ func agentName(id *int64) string {
 		return "(unknown)"
 	}
 	return fmt.Sprint(*id)
+}
+
+// graceNotice explains why a reaper that judges liveness from heartbeats
+// holds back, or returns "" once this leader has led, with the database
+// reachable, for the agent-lost threshold (DESIGN §6 post-leadership grace).
+func graceNotice(reaper string, now time.Time, term Term, th Thresholds) string {
+	led := now.Sub(term.GraceStart)
+	if led >= th.AgentLost {
+		return ""
+	}
+	return fmt.Sprintf("%s reaper in post-leadership grace: leading with the database reachable for %s of %s (reaping resumes at %s)",
+		reaper, led.Round(time.Second), th.AgentLost, term.GraceStart.Add(th.AgentLost).UTC().Format(time.RFC3339))
 }

@@ -19,7 +19,15 @@ import (
 // TI's required tags. Action: fail with dispatch_lost, naming the missing
 // tags; no retry, since nothing could run it. A backlog (matching agents
 // live but busy) is left alone and counted as dispatch_lost_deferred.
-func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, _ Term, th Thresholds) ([]plan, string, error) {
+//
+// "Active" is judged from agent heartbeats, which an outage of the control
+// plane also stops; so the reaper shares the agent-lost reaper's
+// post-leadership grace and waits until agents have had a full agent-lost
+// threshold to reconnect before concluding that none is alive.
+func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term, th Thresholds) ([]plan, string, error) {
+	if grace := graceNotice("dispatch-lost", now, term, th); grace != "" {
+		return nil, grace, nil
+	}
 	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch)
 	if err != nil {
 		return nil, "", err

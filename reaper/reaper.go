@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
@@ -143,7 +144,7 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool) (protocol.ReapRe
 		start := time.Now()
 		plans, grace, err := rp.fn(ctx, now, term, th)
 		if grace != "" {
-			rep.Grace = grace
+			rep.Grace = strings.TrimSpace(rep.Grace + "\n" + grace)
 		}
 		if err != nil {
 			r.cfg.Metrics.Decide(rp.name + metrics.DecisionSuffixListError)

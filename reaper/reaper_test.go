@@ -344,3 +344,25 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "superseded")
 }
+
+// After an outage agents have not heartbeated for a while; dispatch-lost
+// must not conclude that none is alive before they could reconnect.
+func TestDispatchLostWaitsOutThePostLeadershipGrace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperDispatchLost)
+	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	runID := e.trigger("one")
+	e.register("w", nil, 1)
+	e.exec(`UPDATE task_instances SET queued_at = now() - interval '10 minutes' WHERE run_id = $1`, runID)
+	e.exec(`UPDATE agents SET last_heartbeat_at = now() - interval '10 minutes'`)
+	now := e.dbNow()
+	rep := e.sweepAt(now, reaper.Term{Epoch: epoch, GraceStart: now.Add(-10 * time.Second)})
+	assert.Empty(t, rep.Candidates)
+	assert.Contains(t, rep.Grace, "dispatch-lost reaper in post-leadership grace")
+	assert.Equal(t, "queued", e.ti(runID, "a").State)
+
+	rep = e.sweepAt(now, e.oldTerm())
+	require.Len(t, rep.Candidates, 1)
+	assert.Equal(t, "dispatch_lost", rep.Candidates[0].Decision)
+}
