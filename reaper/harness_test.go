@@ -53,6 +53,7 @@ type env struct {
 	clock   *fakeClock
 	reapers *reaper.Reapers
 	th      reaper.Thresholds
+	focus   map[string]bool // reapers whose candidates sweepAt reports
 }
 
 func newEnv(t *testing.T) *env {
@@ -66,7 +67,8 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	t.Cleanup(raw.Close)
 	require.NoError(t, st.AcquireFence(ctx, epoch, "test"))
-	e := &env{t: t, ctx: ctx, store: st, raw: raw, metrics: metrics.New(), clock: &fakeClock{}, th: reaper.DefaultThresholds()}
+	e := &env{t: t, ctx: ctx, store: st, raw: raw, metrics: metrics.New(), clock: &fakeClock{}, th: reaper.DefaultThresholds(),
+		focus: map[string]bool{reaper.ReaperAgentLost: true, reaper.ReaperDispatchLost: true, reaper.ReaperOrphan: true}}
 	e.reapers, err = reaper.New(reaper.Config{
 		Store: st, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
 		Logger: slog.New(slog.DiscardHandler),
@@ -162,6 +164,13 @@ func (e *env) sweepAt(now time.Time, term reaper.Term) protocol.ReapReport {
 	rep, err := e.reapers.Sweep(e.ctx, term)
 	require.NoError(e.t, err)
 	require.Empty(e.t, rep.Errors)
+	kept := rep.Candidates[:0]
+	for _, c := range rep.Candidates {
+		if e.focus[c.Reaper] {
+			kept = append(kept, c)
+		}
+	}
+	rep.Candidates = kept
 	return rep
 }
 
@@ -182,6 +191,7 @@ func (e *env) eventKinds(runID int64) []string {
 // only pushes the other reapers' thresholds out of reach, so a test that
 // steps the clock far ahead sees just the reaper it is about.
 func (e *env) only(name string) {
+	e.focus = map[string]bool{name: true}
 	far := 24 * time.Hour
 	switch name {
 	case reaper.ReaperAgentLost:
@@ -190,5 +200,7 @@ func (e *env) only(name string) {
 		e.th.Orphan = far
 	case reaper.ReaperOrphan:
 		e.th.DispatchLost = far
+	case reaper.ReaperRunTimeout:
+		e.th.AgentLost, e.th.DispatchLost, e.th.Orphan = far, far, far
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-
 type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now(context.Context) (time.Time, error) { return c.t, nil }
@@ -85,8 +84,9 @@ func TestListErrorsAreCountedPerReaper(t *testing.T) {
 	st.Close() // every query now fails
 	rep, err := r.Sweep(context.Background(), Term{Epoch: 1, GraceStart: time.Now().Add(-time.Hour)})
 	require.NoError(t, err)
-	assert.Len(t, rep.Errors, 3, "all three reapers ran and failed on their own")
-	for _, name := range []string{"agent_lost_list_error", "dispatch_lost_list_error", "orphan_list_error"} {
+	assert.Len(t, rep.Errors, 6, "every reaper ran and failed on its own")
+	for _, name := range []string{"agent_lost_list_error", "dispatch_lost_list_error", "orphan_list_error",
+		"agent_inactive_list_error", "execution_timeout_list_error", "run_timeout_list_error"} {
 		assert.Equal(t, 1.0, testutil.ToFloat64(m.Decisions.WithLabelValues(name)), name)
 	}
 }

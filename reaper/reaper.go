@@ -105,7 +105,10 @@ func (r *Reapers) reapers() []struct {
 		name string
 		fn   reaperFunc
 	}{
+		{ReaperAgentInactive, r.planInactiveAgents},
 		{ReaperAgentLost, r.planAgentLost},
+		{ReaperExecutionTimeout, r.planExecutionTimeouts},
+		{ReaperRunTimeout, r.planRunTimeouts},
 		{ReaperDispatchLost, r.planDispatchLost},
 		{ReaperOrphan, r.planOrphans},
 	}
@@ -117,6 +120,10 @@ const (
 	ReaperAgentLost    = "agent_lost"
 	ReaperDispatchLost = "dispatch_lost"
 	ReaperOrphan       = "orphan"
+	// The DESIGN §7 additions from Strøm.
+	ReaperAgentInactive    = "agent_inactive"
+	ReaperExecutionTimeout = "execution_timeout"
+	ReaperRunTimeout       = "run_timeout"
 )
 
 // Sweep runs every reaper once for term and returns what each did. A

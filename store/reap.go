@@ -74,7 +74,7 @@ type Reap struct {
 	EventKind   string        // decision label, used as the event kind
 	WhereState  string        // signal: the state it was listed in
 	WhereStamp  time.Time     // signal: last_heartbeat_at (running) or queued_at (queued)
-	StampColumn string        // "last_heartbeat_at" or "queued_at"
+	StampColumn string        // "last_heartbeat_at", "queued_at" or "started_at"
 	// ExtraWhere is an additional SQL predicate re-checked in the UPDATE
 	// (e.g. "no active agent covers the tags"); it may use $1 (the TI id)
 	// and $9 (ExtraArg).
@@ -86,7 +86,9 @@ type Reap struct {
 // It reports false when the signal no longer holds (a heartbeat, claim or
 // completion won the race): nothing is written then.
 func (s *Store) ApplyReap(ctx context.Context, epoch int64, r Reap) (bool, error) {
-	if r.StampColumn != "last_heartbeat_at" && r.StampColumn != "queued_at" {
+	switch r.StampColumn {
+	case "last_heartbeat_at", "queued_at", "started_at":
+	default:
 		return false, fmt.Errorf("apply reap: stamp column %q is not allowed", r.StampColumn)
 	}
 	extra, extraArg := " AND $9::text IS NULL", any(nil) // keep $9 typed when unused

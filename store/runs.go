@@ -178,6 +178,35 @@ func (s *Store) RunEvents(ctx context.Context, runID, afterID int64) ([]protocol
 	})
 }
 
+// cancelRunTx cancels run runID and every non-terminal TI of it inside
+// tx, with events and a scheduler wake-up. The caller has checked (and
+// locked) the run's state.
+func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message string) error {
+	_, err := tx.Exec(ctx, `
+		WITH c AS (
+		  UPDATE task_instances SET state = 'cancelled', reason = $2, message = $3,
+		         end_date = now(), next_retry_at = NULL, updated_at = now()
+		   WHERE run_id = $1 AND state NOT IN `+tiTerminalSQL+`
+		  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
+		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c`,
+		runID, reason, message)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `
+		WITH r AS (
+		  UPDATE runs SET state = 'cancelled', reason = $2, message = $3, end_date = now(), updated_at = now()
+		   WHERE id = $1 RETURNING id)
+		INSERT INTO events (run_id, kind, message) SELECT id, 'run_cancelled', $3 FROM r`,
+		runID, reason, message)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(runID))
+	return err
+}
+
 // CancelRun cancels a queued or running run and every non-terminal TI of
 // it with reason (protocol reason "cancelled" or "run_timeout"). Agents
 // running its TIs are told to stop at their next heartbeat. Errors:
@@ -195,29 +224,7 @@ func (s *Store) CancelRun(ctx context.Context, runID int64, reason, message stri
 		if state != "queued" && state != "running" {
 			return fmt.Errorf("run %d is already %s: %w", runID, state, ErrConflict)
 		}
-		_, err = tx.Exec(ctx, `
-			WITH c AS (
-			  UPDATE task_instances SET state = 'cancelled', reason = $2, message = $3,
-			         end_date = now(), next_retry_at = NULL, updated_at = now()
-			   WHERE run_id = $1 AND state NOT IN `+tiTerminalSQL+`
-			  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
-			INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-			SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c`,
-			runID, reason, message)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `
-			WITH r AS (
-			  UPDATE runs SET state = 'cancelled', reason = $2, message = $3, end_date = now(), updated_at = now()
-			   WHERE id = $1 RETURNING id)
-			INSERT INTO events (run_id, kind, message) SELECT id, 'run_cancelled', $3 FROM r`,
-			runID, reason, message)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(runID))
-		return err
+		return cancelRunTx(ctx, tx, runID, reason, message)
 	})
 	if err != nil {
 		return protocol.Run{}, fmt.Errorf("cancel run %d: %w", runID, err)

@@ -160,3 +160,22 @@ type ThresholdsUpdate struct {
 	DispatchLost *Duration `json:"dispatch_lost,omitempty"`
 	Orphan       *Duration `json:"orphan,omitempty"`
 }
+
+// Agent is one registered agent (GET /v1/agents). State: active,
+// inactive (silent past the agent-lost threshold; its next heartbeat
+// reactivates it) or deregistered (an ephemeral agent that exited).
+type Agent struct {
+	ID              int64     `json:"id"`
+	Name            string    `json:"name"`
+	Tags            []string  `json:"tags"`
+	Capacity        int       `json:"capacity"`
+	Running         int       `json:"running"`
+	State           string    `json:"state"`
+	RegisteredAt    time.Time `json:"registered_at"`
+	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+}
+
+// AgentList is GET /v1/agents.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// The Strøm-derived sweeps (DESIGN §7): execution-timeout backstop, run
+// timeout and stale agents. Same shape as reap.go: list by a positive
+// signal, act with one guarded, fenced statement.
+
+// OverdueRunning is an execution-timeout backstop candidate: a running TI
+// past started_at + execution_timeout + grace, which its agent should have
+// killed already.
+type OverdueRunning struct {
+	StaleRunning
+	StartedAt        time.Time
+	ExecutionTimeout time.Duration
+}
+
+// ListOverdueRunning lists up to limit running TIs whose started_at +
+// execution_timeout + grace is before now.
+func (s *Store) ListOverdueRunning(ctx context.Context, now time.Time, grace time.Duration, limit int) ([]OverdueRunning, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, run_id, task_id, try_number, attempt_id::text, agent_id, last_heartbeat_at,
+		       dispatch_attempts, retries,
+		       (extract(epoch FROM retry_delay) * 1e6)::bigint, retry_exponential,
+		       (extract(epoch FROM max_retry_delay) * 1e6)::bigint,
+		       (extract(epoch FROM $1::timestamptz - started_at) * 1e6)::bigint,
+		       started_at, (extract(epoch FROM execution_timeout) * 1e6)::bigint
+		  FROM task_instances
+		 WHERE state = 'running' AND started_at IS NOT NULL AND execution_timeout IS NOT NULL
+		   AND attempt_id IS NOT NULL
+		   AND started_at + execution_timeout + $2 * interval '1 microsecond' < $1::timestamptz
+		 ORDER BY started_at LIMIT $3`, now, micros(grace), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list overdue running: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OverdueRunning, error) {
+		var c OverdueRunning
+		var delay, maxDelay, age, timeout int64
+		var hb *time.Time
+		err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.AttemptID, &c.AgentID, &hb,
+			&c.DispatchAttempts, &c.Policy.Retries, &delay, &c.Policy.Exponential, &maxDelay, &age,
+			&c.StartedAt, &timeout)
+		if hb != nil {
+			c.LastHeartbeatAt = *hb
+		}
+		c.Started = true
+		c.Policy.Delay, c.Policy.MaxDelay, c.Age = fromMicros(delay), fromMicros(maxDelay), fromMicros(age)
+		c.ExecutionTimeout = fromMicros(timeout)
+		return c, err
+	})
+}
+
+// TimedOutRun is a run past its timeout, counted from its start (or from
+// when it was queued, if it never started).
+type TimedOutRun struct {
+	RunID    int64
+	DAGID    string
+	State    string
+	Since    time.Time
+	Timeout  time.Duration
+	Deadline time.Time
+	Overdue  time.Duration
+}
+
+// runDeadlineSQL is a run's timeout deadline.
+const runDeadlineSQL = `coalesce(r.start_date, r.queued_at) + r.timeout`
+
+// ListTimedOutRuns lists up to limit queued or running runs whose timeout
+// deadline is before now.
+func (s *Store) ListTimedOutRuns(ctx context.Context, now time.Time, limit int) ([]TimedOutRun, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT r.id, r.dag_id, r.state, coalesce(r.start_date, r.queued_at),
+		       (extract(epoch FROM r.timeout) * 1e6)::bigint, `+runDeadlineSQL+`,
+		       (extract(epoch FROM $1::timestamptz - (`+runDeadlineSQL+`)) * 1e6)::bigint
+		  FROM runs r
+		 WHERE r.state IN ('queued', 'running') AND r.timeout IS NOT NULL
+		   AND `+runDeadlineSQL+` < $1::timestamptz
+		 ORDER BY 6 LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list timed-out runs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TimedOutRun, error) {
+		var c TimedOutRun
+		var timeout, overdue int64
+		err := r.Scan(&c.RunID, &c.DAGID, &c.State, &c.Since, &timeout, &c.Deadline, &overdue)
+		c.Timeout, c.Overdue = fromMicros(timeout), fromMicros(overdue)
+		return c, err
+	})
+}
+
+// TimeoutRun cancels a run with reason run_timeout, fenced, re-checking
+// that it is still queued or running and past its deadline at now. Its
+// agents are told to stop at their next heartbeat. It reports false when
+// the run ended first.
+func (s *Store) TimeoutRun(ctx context.Context, epoch int64, c TimedOutRun, now time.Time, message string) (bool, error) {
+	done := false
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		var ok bool
+		err := tx.QueryRow(ctx, `
+			SELECT true FROM runs r
+			 WHERE r.id = $1 AND r.state IN ('queued', 'running') AND r.timeout IS NOT NULL
+			   AND `+runDeadlineSQL+` < $2::timestamptz
+			   FOR UPDATE`, c.RunID, now).Scan(&ok)
+		if errNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		done = true
+		return cancelRunTx(ctx, tx, c.RunID, "run_timeout", message)
+	})
+	if err != nil {
+		return false, fmt.Errorf("time out run %d: %w", c.RunID, err)
+	}
+	return done, nil
+}
+
+// StaleAgent is an agent still marked active whose last heartbeat is older
+// than the threshold (Strøm phase 1).
+type StaleAgent struct {
+	AgentID         int64
+	Name            string
+	LastHeartbeatAt time.Time
+	Running         int
+	Age             time.Duration
+}
+
+// ListStaleAgents lists up to limit active agents silent since before
+// now − threshold.
+func (s *Store) ListStaleAgents(ctx context.Context, now time.Time, threshold time.Duration, limit int) ([]StaleAgent, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.id, a.name, a.last_heartbeat_at,
+		       (SELECT count(*) FROM task_instances t WHERE t.agent_id = a.id AND t.state = 'running'),
+		       (extract(epoch FROM $1::timestamptz - a.last_heartbeat_at) * 1e6)::bigint
+		  FROM agents a
+		 WHERE a.state = 'active' AND a.last_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond'
+		 ORDER BY a.last_heartbeat_at LIMIT $3`, now, micros(threshold), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stale agents: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleAgent, error) {
+		var c StaleAgent
+		var age int64
+		err := r.Scan(&c.AgentID, &c.Name, &c.LastHeartbeatAt, &c.Running, &age)
+		c.Age = fromMicros(age)
+		return c, err
+	})
+}
+
+// MarkAgentInactive flips an agent to inactive, fenced, only if it is
+// still active with the listed heartbeat; its next heartbeat or claim
+// reactivates it. It reports whether the write landed.
+func (s *Store) MarkAgentInactive(ctx context.Context, epoch int64, c StaleAgent) (bool, error) {
+	var n int64
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE agents SET state = 'inactive'
+			WHERE id = $1 AND state = 'active' AND last_heartbeat_at = $2`, c.AgentID, c.LastHeartbeatAt)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark agent %d inactive: %w", c.AgentID, err)
+	}
+	return n == 1, nil
+}
+
+// ListAgents returns every agent with its running count, newest first
+// (vigil agents list).
+func (s *Store) ListAgents(ctx context.Context) ([]protocol.Agent, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.id, a.name, a.tags, a.capacity, a.state, a.registered_at, a.last_heartbeat_at,
+		       (SELECT count(*) FROM task_instances t WHERE t.agent_id = a.id AND t.state = 'running')
+		  FROM agents a ORDER BY a.id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Agent, error) {
+		var a protocol.Agent
+		err := r.Scan(&a.ID, &a.Name, &a.Tags, &a.Capacity, &a.State, &a.RegisteredAt, &a.LastHeartbeatAt, &a.Running)
+		return a, err
+	})
+}
