@@ -13,6 +13,18 @@ import (
 
 var runStates = map[string]bool{"queued": true, "running": true, "success": true, "failed": true, "cancelled": true}
 
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	agents, err := s.cfg.Store.ListAgents(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if agents == nil {
+		agents = []protocol.Agent{}
+	}
+	writeJSON(w, http.StatusOK, protocol.AgentList{Agents: agents})
+}
+
 func (s *Server) listDAGs(w http.ResponseWriter, r *http.Request) {
 	dags, err := s.cfg.Store.ListDAGs(r.Context())
 	if err != nil {

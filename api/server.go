@@ -123,6 +123,7 @@ func (s *Server) routes() {
 	agent("POST /v1/agents/{agent_id}/complete", s.complete)
 	agent("POST /v1/agents/{agent_id}/logs", s.logs)
 
+	op("GET /v1/agents", s.listAgents)
 	op("GET /v1/dags", s.listDAGs)
 	op("POST /v1/dags", s.applyDAG)
 	op("GET /v1/dags/{dag_id}", s.getDAG)

@@ -77,6 +77,7 @@ func newRootCmd() *cobra.Command {
 		newLiteCmd(),
 		newServerCmd(),
 		newAgentCmd(),
+		newAgentsCmd(),
 		newDagsCmd(),
 		newRunsCmd(),
 		newLogsCmd(),
