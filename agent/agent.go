@@ -125,6 +125,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.claimLoop(ctx, netCtx) // returns when ctx is done
 	err := a.drain()
+	if a.cfg.Ephemeral {
+		err = errors.Join(err, a.deregister(netCtx))
+	}
 	cancelNet()
 	loops.Wait()
 	a.bg.Wait()
@@ -237,4 +240,34 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// deregister tells the control plane an ephemeral agent is gone for good,
+// so anything it still held is requeued or failed at once instead of
+// after the agent-lost threshold (KiCI scaler-managed agents). It tries
+// each server once.
+func (a *Agent) deregister(ctx context.Context) error {
+	a.mu.Lock()
+	c := a.connLocked()
+	a.mu.Unlock()
+	var err error
+	for i := range a.cfg.Servers {
+		base := a.cfg.Servers[(i+indexOf(a.cfg.Servers, c.base))%len(a.cfg.Servers)]
+		url := fmt.Sprintf("%s/v1/agents/%d/deregister", base, c.agentID)
+		if err = a.cl.post(ctx, "deregister", url, 10*time.Second, struct{}{}, nil); err == nil {
+			a.log.Info("deregistered (ephemeral agent)", "agent_id", c.agentID)
+			return nil
+		}
+	}
+	a.log.Error("deregistration failed; the server will reap this agent's work after the agent-lost threshold", "err", err)
+	return fmt.Errorf("deregister: %w", err)
+}
+
+func indexOf(list []string, v string) int {
+	for i, s := range list {
+		if s == v {
+			return i
+		}
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -236,5 +237,37 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deregister ends an ephemeral agent (KiCI scaler-managed agents): it can
+// never come back, so its claimed-but-never-started TIs are requeued at
+// once (dispatch_attempts+1) and its started ones fail with agent_lost
+// (retries apply), without waiting out the agent-lost threshold.
+func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
+	agentID, ok := pathID(w, r, "agent_id")
+	if !ok {
+		return
+	}
+	running, err := s.cfg.Store.AgentRunning(r.Context(), agentID)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	reaps := make([]store.Reap, len(running))
+	for i, c := range running {
+		reaps[i] = reaper.LostAttempt(c, fmt.Sprintf("ephemeral agent %d deregistered", agentID))
+	}
+	landed, err := s.cfg.Store.DeregisterAgent(r.Context(), agentID, reaps)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	for _, l := range landed {
+		s.cfg.Metrics.Decide(l.EventKind)
+		s.log.Info("scheduler decision", "decision", l.EventKind, "run_id", l.RunID, "ti_id", l.TIID,
+			"task_id", l.TaskID, "try_number", l.TryNumber, "agent_id", agentID, "message", l.Message)
+	}
+	s.log.Info("agent deregistered", "agent_id", agentID, "running_handled", len(landed))
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -66,7 +66,7 @@ func TestClaimRaceNeverSharesATaskInstance(t *testing.T) {
 	for _, a := range owner {
 		perAgent[a]++
 	}
-	assert.Len(t, perAgent, 2, "both agents won some claims: %v", perAgent)
+	t.Logf("claims per agent: %v", perAgent) // any split is correct; only uniqueness is an invariant
 	for _, ti := range h.run(runID).TaskInstances {
 		assert.Equal(t, "running", ti.State)
 		assert.Equal(t, 1, ti.TryNumber)

@@ -122,6 +122,7 @@ func (s *Server) routes() {
 	agent("POST /v1/agents/{agent_id}/heartbeat", s.heartbeat)
 	agent("POST /v1/agents/{agent_id}/complete", s.complete)
 	agent("POST /v1/agents/{agent_id}/logs", s.logs)
+	agent("POST /v1/agents/{agent_id}/deregister", s.deregister)
 
 	op("GET /v1/agents", s.listAgents)
 	op("GET /v1/dags", s.listDAGs)

@@ -194,10 +194,19 @@ tasks:
 	lite.Stop()
 	require.Equal(t, 0, lite.ExitCode(), "Lite exits 0 on SIGTERM")
 	time.Sleep(6*time.Second - time.Since(down))
-	lite.Restart()
+	// The agent retries on a backoff (1 s ×1.5, ±20%) that by now exceeds
+	// the 3 s grace, so the restart is timed to its next attempt: it must
+	// reach the new leader within the grace (see restartBeforeReconnect).
+	restartBeforeReconnect(t, lite, agent)
 	outage := time.Since(down)
 	t.Logf("control plane outage: %s (SIGTERM to the restarted Lite answering /readyz)", outage.Round(time.Millisecond))
-	assert.Greater(t, outage, 2*shortThreshold, "down for twice the agent-lost threshold")
+	assert.GreaterOrEqual(t, outage, 6*time.Second, "down for twice the agent-lost threshold")
+	graceStart := leadingSince(t, lite)
+	reconnected := registeredAfter(t, agent, graceStart, 15*time.Second)
+	t.Logf("agent re-registered %s after the new leader started its grace (threshold %s)",
+		reconnected.Sub(graceStart).Round(time.Millisecond), shortThreshold)
+	require.Less(t, reconnected.Sub(graceStart), shortThreshold,
+		"precondition: the agent reconnected within the new leader's grace")
 
 	d := waitRunState(t, lite, run.ID, "success", 40*time.Second)
 	ti := taskInstance(t, d, "count")
@@ -468,6 +477,88 @@ func TestThresholdsCLI(t *testing.T) {
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, "--agent-lost")
 	assert.Equal(t, defaults, getJSONThresholds())
+}
+
+// restartBeforeReconnect restarts the stopped Lite so that it is up about
+// 1.5 s before the agent's next reconnect attempt, read from the agent's
+// log ("reconnecting to control plane": the failed attempt's time plus the
+// backoff it sleeps). Started any earlier, the new leader's grace (3 s)
+// could end before the agent's attempt: its backoff, 1 s growing ×1.5 to
+// 60 s, is not bounded by the agent-lost threshold.
+func restartBeforeReconnect(t *testing.T, lite *liteProc, agent *proc) {
+	t.Helper()
+	const lead = 1500 * time.Millisecond // for Lite to start and lead
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		next, ok := nextReconnect(agent.logPath)
+		if ok {
+			if until := time.Until(next); until >= lead {
+				t.Logf("agent's next reconnect attempt in %s; restarting Lite %s before it",
+					until.Round(time.Millisecond), lead)
+				time.Sleep(until - lead)
+				lite.Restart()
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // too close or past: wait for its next backoff
+	}
+	t.Fatal("no usable reconnect attempt of the agent within 30 s")
+}
+
+// nextReconnect is when the agent will next try to register: the time of
+// its last "reconnecting to control plane" log record plus its backoff.
+func nextReconnect(logPath string) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, rec := range jsonLogLines(logPath) {
+		if rec["msg"] != "reconnecting to control plane" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
+		backoff, ok := rec["backoff"].(float64) // slog's JSON: nanoseconds
+		if err == nil && ok {
+			next, found = at.Add(time.Duration(backoff)), true
+		}
+	}
+	return next, found
+}
+
+// leadingSince is the grace_start the current Lite logged when its
+// scheduler started leading.
+func leadingSince(t *testing.T, lite *liteProc) time.Time {
+	t.Helper()
+	var at time.Time
+	waitFor(t, 10*time.Second, func() bool {
+		for _, rec := range jsonLogLines(lite.LogPath()) {
+			if rec["msg"] == "leading: scheduler and reapers started" {
+				var err error
+				at, err = time.Parse(time.RFC3339Nano, fmt.Sprint(rec["grace_start"]))
+				return err == nil
+			}
+		}
+		return false
+	}, "the 'leading: scheduler and reapers started' log line")
+	return at
+}
+
+// registeredAfter waits until the agent logs a registration after since
+// and returns its time.
+func registeredAfter(t *testing.T, agent *proc, since time.Time, timeout time.Duration) time.Time {
+	t.Helper()
+	var at time.Time
+	waitFor(t, timeout, func() bool {
+		for _, rec := range jsonLogLines(agent.logPath) {
+			if rec["msg"] != "registered" {
+				continue
+			}
+			if ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"])); err == nil && ts.After(since) {
+				at = ts
+				return true
+			}
+		}
+		return false
+	}, agent.name+" registered again")
+	return at
 }
 
 // waitTI polls until task's TI in run id satisfies cond and returns it.

@@ -40,6 +40,25 @@ func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, t
 
 func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {
 	silent := fmt.Sprintf("agent %s silent for %s (threshold %s)", agentName(c.AgentID), c.Age.Round(time.Second), th.AgentLost)
+	reap := LostAttempt(c, silent)
+	return plan{
+		ReapCandidate: protocol.ReapCandidate{
+			Reaper: ReaperAgentLost, Decision: reap.EventKind, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
+			TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "last_heartbeat_at", SignalAt: c.LastHeartbeatAt,
+			Age: protocol.Duration(c.Age), Message: reap.Message,
+		},
+		apply: func(ctx context.Context, epoch int64) (bool, error) { return r.cfg.Store.ApplyReap(ctx, epoch, reap) },
+	}
+}
+
+// LostAttempt decides what happens to a running attempt whose agent is
+// gone, given why (the message prefix): a started TI fails with
+// agent_lost (retries apply); a never-started one is requeued without
+// spending a try, or fails dispatch_lost after MaxDispatchAttempts (KiCI,
+// horsies: never-started work is safe to requeue, started work is not).
+// The returned Reap is guarded by the listed heartbeat and attempt.
+func LostAttempt(c store.StaleRunning, why string) store.Reap {
+	silent := why
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
 		WhereState: "running", WhereStamp: c.LastHeartbeatAt, StampColumn: "last_heartbeat_at",
@@ -63,14 +82,7 @@ func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {
 			reap.Message = fmt.Sprintf("%s; try %d failed, no retries left", silent, c.TryNumber)
 		}
 	}
-	return plan{
-		ReapCandidate: protocol.ReapCandidate{
-			Reaper: ReaperAgentLost, Decision: reap.EventKind, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
-			TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "last_heartbeat_at", SignalAt: c.LastHeartbeatAt,
-			Age: protocol.Duration(c.Age), Message: reap.Message,
-		},
-		apply: func(ctx context.Context, epoch int64) (bool, error) { return r.cfg.Store.ApplyReap(ctx, epoch, reap) },
-	}
+	return reap
 }
 
 func agentName(id *int64) string {

@@ -176,3 +176,35 @@ func TestRaceClaimVersusDispatchLost(t *testing.T) {
 	}
 	t.Logf("wins over %d rounds: %v", raceRounds, wins)
 }
+
+// A success racing the agent-lost reap is never lost: either it lands
+// first, or it is accepted as a late completion of the same attempt.
+func TestRaceSuccessVersusAgentLostIsNeverLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply(manyTasks("ok", raceRounds))
+	runID := e.trigger("ok")
+	agent := e.register("w", nil, 1000)
+	tasks := e.claim(agent, raceRounds)
+	require.Len(t, tasks, raceRounds)
+	e.started(agent, tasks...)
+	late := 0
+	for _, task := range tasks {
+		e.exec(`UPDATE task_instances SET last_heartbeat_at = now() - interval '10 minutes' WHERE id = $1`, task.TIID)
+		var completeErr error
+		var wasLate bool
+		race(6*time.Millisecond,
+			func() {
+				_, wasLate, completeErr = e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: task.Attempt, Outcome: "success"})
+			},
+			func() { e.sweepNow() },
+		)
+		require.NoError(t, completeErr, task.TaskID)
+		assert.Equal(t, "success", e.ti(runID, task.TaskID).State)
+		if wasLate {
+			late++
+		}
+	}
+	t.Logf("accepted late after the reap: %d of %d", late, raceRounds)
+}

@@ -366,3 +366,54 @@ func TestDispatchLostWaitsOutThePostLeadershipGrace(t *testing.T) {
 	require.Len(t, rep.Candidates, 1)
 	assert.Equal(t, "dispatch_lost", rep.Candidates[0].Decision)
 }
+
+// A success for the attempt that dispatch-lost gave up on (the "started"
+// report was lost, then the requeued TI found no agent) is accepted.
+func TestLateSuccessAfterDispatchLostIsAccepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	runID := e.trigger("one")
+	agent := e.register("w", nil, 1)
+	tasks := e.claim(agent, 1) // claimed, never reported started
+	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
+	require.Equal(t, "scheduled", e.ti(runID, "a").State)
+	e.schedule()
+	e.exec(`UPDATE task_instances SET queued_at = now() - interval '10 minutes' WHERE run_id = $1`, runID)
+	e.exec(`UPDATE agents SET last_heartbeat_at = now() - interval '1 hour'`)
+	e.sweepNow()
+	require.Equal(t, "dispatch_lost", e.ti(runID, "a").Reason)
+
+	state, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"})
+	require.NoError(t, err)
+	assert.True(t, late)
+	assert.Equal(t, "success", state)
+}
+
+// Accepting a late success from 'failed' re-opens the dependents that
+// were marked upstream_failed because of it, so the run completes
+// honestly instead of failing with every upstream succeeded.
+func TestLateSuccessReopensUpstreamFailedDependents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n")
+	runID := e.trigger("chain")
+	agent := e.register("w", nil, 1)
+	tasks := e.claim(agent, 1)
+	e.started(agent, tasks...)
+	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
+	require.Equal(t, "failed", e.ti(runID, "a").State)
+	e.schedule()
+	require.Equal(t, "upstream_failed", e.ti(runID, "b").State)
+
+	_, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"})
+	require.NoError(t, err)
+	require.True(t, late)
+	assert.Equal(t, "none", e.ti(runID, "b").State)
+	e.schedule()
+	assert.Equal(t, "queued", e.ti(runID, "b").State, "b now runs: its only upstream succeeded")
+	_, err = e.store.FinalizeRuns(e.ctx, epoch)
+	require.NoError(t, err)
+	assert.Equal(t, "running", e.run(runID).State)
+}

@@ -137,9 +137,20 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 	ticker := time.NewTicker(s.cfg.Interval)
 	defer ticker.Stop()
 	var lastSweep time.Time
+	lastOK := rt.GraceStart // database clock of the last successful tick
 	dbDown, forced := false, false
 	for {
 		err := s.Tick(ctx, term.Epoch)
+		if err == nil {
+			// Before any sweep: if the database was down, or the loop was
+			// stalled (a paused database, a stopped process, a laptop
+			// asleep), agents could not heartbeat meanwhile, so staleness
+			// restarts from now (DESIGN §6 grace).
+			rt, err = s.restartGraceAfterGap(ctx, term.Epoch, rt, &lastOK, dbDown)
+			if err == nil {
+				dbDown = false
+			}
+		}
 		if err == nil && (forced || time.Since(lastSweep) >= s.cfg.SweepInterval) {
 			if err = s.RefreshThresholds(ctx); err == nil {
 				_, err = s.sweep(ctx, *rt)
@@ -156,14 +167,6 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 		case err != nil:
 			dbDown = true
 			s.log.Warn("tick failed; retrying next tick", "err", err, "epoch", term.Epoch)
-		case dbDown:
-			// The database is back: agents could not heartbeat meanwhile,
-			// so staleness restarts from now (DESIGN §6 grace).
-			if rt, err = s.startGrace(ctx, term.Epoch); err != nil {
-				return nil
-			}
-			dbDown = false
-			s.log.Info("database reachable again: agent-lost grace restarted", "grace_start", rt.GraceStart)
 		}
 		select {
 		case <-ctx.Done():
@@ -174,6 +177,33 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 			forced = true
 		}
 	}
+}
+
+// gapLimit is the longest pause between successful ticks that does not
+// restart the grace: beyond it an agent may have missed a heartbeat
+// because of us, and it matches Heartbeat()'s staleness bound.
+func (s *Scheduler) gapLimit() time.Duration {
+	return max(s.cfg.HeartbeatInterval, 3*s.cfg.Interval+time.Second)
+}
+
+// restartGraceAfterGap reads the database clock after a successful tick
+// and restarts the grace when the previous tick failed (the database was
+// unreachable) or was longer ago than gapLimit (a stall without errors).
+func (s *Scheduler) restartGraceAfterGap(ctx context.Context, epoch int64, rt *reaper.Term, lastOK *time.Time, dbDown bool) (*reaper.Term, error) {
+	now, err := s.cfg.Clock.Now(ctx)
+	if err != nil {
+		return rt, err
+	}
+	gap := now.Sub(*lastOK)
+	*lastOK = now
+	if !dbDown && gap <= s.gapLimit() {
+		return rt, nil
+	}
+	next := &reaper.Term{Epoch: epoch, GraceStart: now}
+	s.setTerm(next)
+	s.log.Info("agent-lost grace restarted: agents could not report meanwhile",
+		"database_was_unreachable", dbDown, "gap", gap.Round(time.Millisecond), "grace_start", now)
+	return next, nil
 }
 
 // startGrace reads the clock (retrying while the database is down) and

@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
@@ -91,4 +94,81 @@ func TestSetThresholdsConcurrentlyAndShared(t *testing.T) {
 	assert.Equal(t, reaper.DefaultThresholds(), other.Thresholds())
 	require.NoError(t, s.RefreshThresholds(ctx))
 	assert.Equal(t, reaper.DefaultThresholds(), s.Thresholds())
+}
+
+type steppedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *steppedClock) Now(context.Context) (time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now, nil
+}
+
+func (c *steppedClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// A stall with no error (a paused database, a stopped process) blinds the
+// leader exactly like an outage: the grace must restart before the next
+// sweep, so healthy tasks whose agents could not report are not reaped.
+func TestStallRestartsGraceBeforeReaping(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(ctx, storetest.DB(t))
+	require.NoError(t, err)
+	defer st.Close()
+	dbNow, err := st.Now(ctx)
+	require.NoError(t, err)
+	clock := &steppedClock{now: dbNow}
+	th := reaper.Thresholds{AgentLost: 2 * time.Second, DispatchLost: time.Hour, Orphan: time.Hour}
+	s, err := New(Config{Store: st, Metrics: metrics.New(), Interval: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
+		HeartbeatInterval: time.Second, Thresholds: th, Clock: clock})
+	require.NoError(t, err)
+
+	spec, err := dag.Parse([]byte("dag_id: d\ntasks:\n  - id: a\n    command: [\"true\"]\n"))
+	require.NoError(t, err)
+	_, err = st.ApplyDAG(ctx, spec)
+	require.NoError(t, err)
+	run, err := st.TriggerRun(ctx, "d")
+	require.NoError(t, err)
+	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
+	done := make(chan error, 1)
+	go func() { done <- s.Lead(ctx, leader.Term{Epoch: 1, Holder: "t"}) }()
+
+	agent, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "w", Capacity: 1})
+	require.NoError(t, err)
+	var tasks []protocol.ClaimedTask
+	require.Eventually(t, func() bool {
+		tasks, err = st.Claim(ctx, agent, 1)
+		return err == nil && len(tasks) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	_, _, err = st.Heartbeat(ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
+	require.NoError(t, err)
+	state := func() string {
+		d, err := st.GetRun(ctx, run.ID)
+		require.NoError(t, err)
+		return d.TaskInstances[0].State
+	}
+
+	// A 10-minute stall: the TI's heartbeat looks 10 minutes old, and the
+	// term is far older than the threshold. Without the gap check the next
+	// sweep would reap it.
+	clock.add(10 * time.Minute)
+	time.Sleep(400 * time.Millisecond) // several ticks and sweeps
+	assert.Equal(t, "running", state(), "staleness accrued during the stall must not count")
+
+	// Silent for longer than the threshold after the new grace: reaped.
+	for i := 0; i < 6 && state() == "running"; i++ {
+		clock.add(500 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
+	}
+	assert.Equal(t, "failed", state())
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,8 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 		       t.agent_id, t.try_number, t.retries,
 		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
 		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state
-		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1`, tiID).
+		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1
+		   FOR UPDATE OF t`, tiID).
 		Scan(&a.runID, &a.tiID, &a.taskID, &a.state, &a.reason, &a.attemptID, &a.agentID, &a.tryNumber,
 			&a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState)
 	if errNoRows(err) {
@@ -57,7 +59,48 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 // Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
 // another agent), *StaleAttemptError (not the current attempt).
 func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (newState string, late bool, err error) {
+	lockRun := false
+	for {
+		newState, late, err = s.completeTx(ctx, agentID, req, lockRun)
+		if !errors.Is(err, errNeedRunLock) {
+			break
+		}
+		lockRun = true // the late path: redo it holding the run row first
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("complete task instance %d: %w", req.TIID, err)
+	}
+	return newState, late, nil
+}
+
+// errNeedRunLock makes Complete retry a late completion with the run row
+// locked before the TI row: the order cancelRunTx uses, so the two never
+// deadlock.
+var errNeedRunLock = errors.New("late completion needs the run lock")
+
+// lateReasons are the reaper decisions a success of the same attempt may
+// still overturn: the agent was only unreachable, the work was done.
+func lateEligible(a tiAttempt, outcome string) bool {
+	if outcome != protocol.OutcomeSuccess || a.runState != "running" {
+		return false
+	}
+	if a.reason != "agent_lost" && a.reason != "dispatch_lost" {
+		return false
+	}
+	switch a.state {
+	case "up_for_retry", "scheduled", "queued", "failed":
+		return true
+	}
+	return false
+}
+
+func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.CompleteRequest, lockRun bool) (newState string, late bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if lockRun {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = (SELECT run_id FROM task_instances WHERE id = $1) FOR NO KEY UPDATE`, req.TIID); err != nil {
+				return err
+			}
+		}
 		a, err := s.loadAttempt(ctx, tx, req.TIID)
 		if err != nil {
 			return err
@@ -68,30 +111,49 @@ func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.Comple
 		if a.agentID == nil || *a.agentID != agentID {
 			return fmt.Errorf("task instance %d attempt %s belongs to another agent: %w", a.tiID, req.AttemptID, ErrForbidden)
 		}
-		if a.state != "running" {
-			if req.Outcome == protocol.OutcomeSuccess && a.reason == "agent_lost" && a.runState == "running" &&
-				(a.state == "up_for_retry" || a.state == "scheduled" || a.state == "queued" || a.state == "failed") {
-				newState, late = "success", true
-				return s.finishTI(ctx, tx, a, req, "success", "", "late_completion_accepted",
-					fmt.Sprintf("success of try %d accepted after agent_lost (state was %s)", a.tryNumber, a.state))
+		if a.state == "running" {
+			var kind, msg string
+			newState, kind, msg = decideOutcome(a, req)
+			reason := ""
+			if newState != "success" {
+				reason = "exit_code"
+				if req.Outcome == protocol.OutcomeExecutionTimeout {
+					reason = "execution_timeout"
+				}
 			}
+			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
+		}
+		if !lateEligible(a, req.Outcome) {
 			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason), State: a.state}
 		}
-		var kind, msg string
-		newState, kind, msg = decideOutcome(a, req)
-		reason := ""
-		if newState != "success" {
-			reason = "exit_code"
-			if req.Outcome == protocol.OutcomeExecutionTimeout {
-				reason = "execution_timeout"
-			}
+		if !lockRun {
+			return errNeedRunLock
 		}
-		return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
+		newState, late = "success", true
+		return s.acceptLate(ctx, tx, a, req)
 	})
-	if err != nil {
-		return "", false, fmt.Errorf("complete task instance %d: %w", req.TIID, err)
+	return newState, late, err
+}
+
+// acceptLate records a success that arrived after a reaper gave up on the
+// same attempt. Dependents already marked upstream_failed because of it
+// are returned to 'none' (the scheduler re-derives them on its next
+// tick), and the run row is touched so a finalizer that read the old
+// state cannot finalize over it.
+func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest) error {
+	msg := fmt.Sprintf("success of try %d accepted after %s (state was %s)", a.tryNumber, a.reason, a.state)
+	if err := s.finishTI(ctx, tx, a, req, "success", "", "late_completion_accepted", msg); err != nil {
+		return err
 	}
-	return newState, late, nil
+	if a.state == "failed" {
+		if _, err := tx.Exec(ctx, `
+			UPDATE task_instances SET state = 'none', reason = NULL, message = NULL, end_date = NULL, updated_at = now()
+			 WHERE run_id = $1 AND state = 'upstream_failed'`, a.runID); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE runs SET updated_at = now() WHERE id = $1`, a.runID)
+	return err
 }
 
 // decideOutcome maps a completion to the TI's next state, event kind and

@@ -35,19 +35,26 @@ type StaleRunning struct {
 // ListStaleRunning lists up to limit running TIs with last_heartbeat_at
 // set and older than now − threshold, stalest first.
 func (s *Store) ListStaleRunning(ctx context.Context, now time.Time, threshold time.Duration, limit int) ([]StaleRunning, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, run_id, task_id, try_number, attempt_id::text, agent_id, last_heartbeat_at,
-		       started_at IS NOT NULL, dispatch_attempts, retries,
-		       (extract(epoch FROM retry_delay) * 1e6)::bigint, retry_exponential,
-		       (extract(epoch FROM max_retry_delay) * 1e6)::bigint,
-		       (extract(epoch FROM $1::timestamptz - last_heartbeat_at) * 1e6)::bigint
-		  FROM task_instances
+	rows, err := s.pool.Query(ctx, runningColumns+`
 		 WHERE state = 'running' AND last_heartbeat_at IS NOT NULL AND attempt_id IS NOT NULL
 		   AND last_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond'
 		 ORDER BY last_heartbeat_at LIMIT $3`, now, micros(threshold), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stale running: %w", err)
 	}
+	return collectRunning(rows)
+}
+
+// runningColumns selects what scanRunning reads; $1 is "now".
+const runningColumns = `
+		SELECT id, run_id, task_id, try_number, attempt_id::text, agent_id, last_heartbeat_at,
+		       started_at IS NOT NULL, dispatch_attempts, retries,
+		       (extract(epoch FROM retry_delay) * 1e6)::bigint, retry_exponential,
+		       (extract(epoch FROM max_retry_delay) * 1e6)::bigint,
+		       (extract(epoch FROM $1::timestamptz - last_heartbeat_at) * 1e6)::bigint
+		  FROM task_instances`
+
+func collectRunning(rows pgx.Rows) ([]StaleRunning, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleRunning, error) {
 		var c StaleRunning
 		var delay, maxDelay, age int64
@@ -86,6 +93,20 @@ type Reap struct {
 // It reports false when the signal no longer holds (a heartbeat, claim or
 // completion won the race): nothing is written then.
 func (s *Store) ApplyReap(ctx context.Context, epoch int64, r Reap) (bool, error) {
+	applied := false
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		var err error
+		applied, err = applyReapTx(ctx, tx, r)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("reap task instance %d (%s): %w", r.TIID, r.EventKind, err)
+	}
+	return applied, nil
+}
+
+// applyReapTx is ApplyReap's guarded UPDATE and event inside tx.
+func applyReapTx(ctx context.Context, tx Tx, r Reap) (bool, error) {
 	switch r.StampColumn {
 	case "last_heartbeat_at", "queued_at", "started_at":
 	default:
@@ -95,42 +116,31 @@ func (s *Store) ApplyReap(ctx context.Context, epoch int64, r Reap) (bool, error
 	if r.ExtraWhere != "" {
 		extra, extraArg = " AND "+r.ExtraWhere, r.ExtraArg
 	}
-	applied := false
-	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE task_instances
-			   SET state = $2, reason = $3, message = $4,
-			       end_date = CASE WHEN $2 = 'failed' THEN now() END,
-			       next_retry_at = CASE WHEN $2 = 'up_for_retry' THEN now() + $5 * interval '1 microsecond' END,
-			       try_number = CASE WHEN $6 THEN greatest(try_number - 1, 0) ELSE try_number END,
-			       dispatch_attempts = CASE WHEN $6 THEN dispatch_attempts + 1 ELSE dispatch_attempts END,
-			       queued_at = CASE WHEN $6 THEN NULL ELSE queued_at END,
-			       updated_at = now()
-			 WHERE id = $1 AND state = $7 AND `+r.StampColumn+` = $8
-			   AND ($10 = '' OR attempt_id = nullif($10, '')::uuid)`+extra,
-			r.TIID, r.State, r.Reason, r.Message, micros(r.RetryDelay), r.Requeue, r.WhereState, r.WhereStamp,
-			extraArg, r.AttemptID)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return nil
-		}
-		applied = true
-		_, err = tx.Exec(ctx, `
-			INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-			VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, $8)`,
-			r.RunID, r.TIID, r.TaskID, r.TryNumber, r.AttemptID, r.AgentID, r.EventKind, r.Message)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(r.RunID))
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("reap task instance %d (%s): %w", r.TIID, r.EventKind, err)
+	tag, err := tx.Exec(ctx, `
+		UPDATE task_instances
+		   SET state = $2, reason = $3, message = $4,
+		       end_date = CASE WHEN $2 = 'failed' THEN now() END,
+		       next_retry_at = CASE WHEN $2 = 'up_for_retry' THEN now() + $5 * interval '1 microsecond' END,
+		       try_number = CASE WHEN $6 THEN greatest(try_number - 1, 0) ELSE try_number END,
+		       dispatch_attempts = CASE WHEN $6 THEN dispatch_attempts + 1 ELSE dispatch_attempts END,
+		       queued_at = CASE WHEN $6 THEN NULL ELSE queued_at END,
+		       updated_at = now()
+		 WHERE id = $1 AND state = $7 AND `+r.StampColumn+` = $8
+		   AND ($10 = '' OR attempt_id = nullif($10, '')::uuid)`+extra,
+		r.TIID, r.State, r.Reason, r.Message, micros(r.RetryDelay), r.Requeue, r.WhereState, r.WhereStamp,
+		extraArg, r.AttemptID)
+	if err != nil || tag.RowsAffected() != 1 {
+		return false, err
 	}
-	return applied, nil
+	_, err = tx.Exec(ctx, `
+		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, $8)`,
+		r.RunID, r.TIID, r.TaskID, r.TryNumber, r.AttemptID, r.AgentID, r.EventKind, r.Message)
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(r.RunID))
+	return err == nil, err
 }
 
 // StaleQueued is a dispatch-lost candidate: a queued TI whose queued_at is
@@ -230,7 +240,8 @@ const orphanSignalSQL = `
 	       greatest(r.updated_at, max(t.updated_at)) AS last_change,
 	       bool_and(t.state IN ` + tiTerminalSQL + `) AS all_terminal,
 	       bool_and(t.state IN ('success', 'skipped')) AS all_ok,
-	       count(*) FILTER (WHERE t.state = 'none') AS pending
+	       count(*) FILTER (WHERE t.state = 'none') AS pending,
+	       r.updated_at AS run_updated
 	  FROM runs r JOIN task_instances t ON t.run_id = r.id
 	 WHERE r.state = 'running'
 	 GROUP BY r.id
@@ -240,7 +251,8 @@ const orphanSignalSQL = `
 // is older than now − threshold.
 func (s *Store) ListOrphanRuns(ctx context.Context, now time.Time, threshold time.Duration, limit int) ([]OrphanRun, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT o.*, (extract(epoch FROM $1::timestamptz - o.last_change) * 1e6)::bigint
+		SELECT o.id, o.dag_id, o.last_change, o.all_terminal, o.all_ok, o.pending,
+		       (extract(epoch FROM $1::timestamptz - o.last_change) * 1e6)::bigint
 		  FROM (`+orphanSignalSQL+`) o
 		 WHERE o.last_change < $1::timestamptz - $2 * interval '1 microsecond'
 		 ORDER BY o.last_change LIMIT $3`, now, micros(threshold), limit)
@@ -268,7 +280,7 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
 		err := tx.QueryRow(ctx, `
 			WITH chk AS (
-			  SELECT o.id, o.all_terminal, o.all_ok FROM (`+orphanSignalSQL+`) o
+			  SELECT o.id, o.all_terminal, o.all_ok, o.run_updated FROM (`+orphanSignalSQL+`) o
 			   WHERE o.id = $1 AND o.last_change = $2),
 			culprit AS (
 			  SELECT t.task_id, t.state, t.reason FROM task_instances t JOIN chk ON chk.id = t.run_id
@@ -288,7 +300,7 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 			                       WHEN chk.all_terminal THEN coalesce((SELECT reason FROM culprit), 'upstream_failed')
 			                       ELSE 'orphaned' END,
 			         message = $3, end_date = now(), updated_at = now()
-			    FROM chk WHERE r.id = chk.id AND r.state = 'running'
+			    FROM chk WHERE r.id = chk.id AND r.state = 'running' AND r.updated_at = chk.run_updated
 			  RETURNING r.id, r.state)
 			SELECT coalesce((SELECT state FROM upd), '')`, c.RunID, c.LastChange, message).Scan(&state)
 		if err != nil || state == "" {
@@ -306,4 +318,47 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 		return "", fmt.Errorf("finalize orphan run %d: %w", c.RunID, err)
 	}
 	return state, nil
+}
+
+// AgentRunning lists every running TI of agentID, as agent-lost-shaped
+// candidates (ephemeral deregistration).
+func (s *Store) AgentRunning(ctx context.Context, agentID int64) ([]StaleRunning, error) {
+	rows, err := s.pool.Query(ctx, runningColumns+`
+		 WHERE state = 'running' AND agent_id = $2 AND attempt_id IS NOT NULL
+		   AND last_heartbeat_at IS NOT NULL ORDER BY id`, time.Now(), agentID)
+	if err != nil {
+		return nil, fmt.Errorf("list running of agent %d: %w", agentID, err)
+	}
+	return collectRunning(rows)
+}
+
+// DeregisterAgent marks an ephemeral agent deregistered and applies the
+// given guarded transitions to its running TIs, in one transaction (KiCI
+// scaler-managed agents: no recovery window). It returns those that landed.
+// Errors: ErrNotFound when the agent does not exist.
+func (s *Store) DeregisterAgent(ctx context.Context, agentID int64, reaps []Reap) ([]Reap, error) {
+	var landed []Reap
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE agents SET state = 'deregistered' WHERE id = $1`, agentID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+		}
+		for _, r := range reaps {
+			ok, err := applyReapTx(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			if ok {
+				landed = append(landed, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deregister agent %d: %w", agentID, err)
+	}
+	return landed, nil
 }

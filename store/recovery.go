@@ -108,7 +108,7 @@ func (s *Store) TimeoutRun(ctx context.Context, epoch int64, c TimedOutRun, now 
 			SELECT true FROM runs r
 			 WHERE r.id = $1 AND r.state IN ('queued', 'running') AND r.timeout IS NOT NULL
 			   AND `+runDeadlineSQL+` < $2::timestamptz
-			   FOR UPDATE`, c.RunID, now).Scan(&ok)
+			   FOR NO KEY UPDATE`, c.RunID, now).Scan(&ok)
 		if errNoRows(err) {
 			return nil
 		}

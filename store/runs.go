@@ -214,7 +214,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message st
 func (s *Store) CancelRun(ctx context.Context, runID int64, reason, message string) (protocol.Run, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var state string
-		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR UPDATE`, runID).Scan(&state)
+		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE`, runID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("run %d: %w", runID, ErrNotFound)
 		}

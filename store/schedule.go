@@ -119,7 +119,7 @@ func (s *Store) RequeueDueRetries(ctx context.Context, epoch int64) (int, error)
 func (s *Store) FinalizeRuns(ctx context.Context, epoch int64) (int, error) {
 	return s.leaderExec(ctx, epoch, "finalize runs", `
 		WITH fin AS (
-		  SELECT r.id, bool_and(t.state IN ('success', 'skipped')) AS ok
+		  SELECT r.id, r.updated_at, bool_and(t.state IN ('success', 'skipped')) AS ok
 		    FROM runs r JOIN task_instances t ON t.run_id = r.id
 		   WHERE r.state = 'running'
 		   GROUP BY r.id
@@ -139,6 +139,7 @@ func (s *Store) FinalizeRuns(ctx context.Context, epoch int64) (int, error) {
 		         end_date = now(), updated_at = now()
 		    FROM fin LEFT JOIN culprit c ON c.run_id = fin.id
 		   WHERE r.id = fin.id AND r.state = 'running'
+		     AND r.updated_at = fin.updated_at -- a late completion touched the run: next tick
 		  RETURNING r.id, r.state, r.message)
 		INSERT INTO events (run_id, kind, message) SELECT id, 'run_' || state, message FROM upd`)
 }
