@@ -48,6 +48,7 @@ type Config struct {
 	// SweepInterval is how often the reapers run; default 10s, 100ms..10m.
 	SweepInterval time.Duration
 	Clock         reaper.Clock // default: the database clock
+	Retention     Retention
 }
 
 // Scheduler runs the reconcile loop while its replica leads. It is safe for
@@ -99,6 +100,9 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = reaper.DBClock{Store: cfg.Store}
 	}
+	if err := cfg.Retention.validate(); err != nil {
+		return nil, err
+	}
 	if err := validateConfigThresholds(cfg); err != nil {
 		return nil, err
 	}
@@ -137,6 +141,9 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 	ticker := time.NewTicker(s.cfg.Interval)
 	defer ticker.Stop()
 	var lastSweep time.Time
+	// The first retention pass waits a minute so a restart loop cannot
+	// turn into a pruning loop.
+	lastPrune := time.Now().Add(time.Minute - s.cfg.Retention.Interval)
 	lastOK := rt.GraceStart // database clock of the last successful tick
 	dbDown, forced := false, false
 	for {
@@ -156,6 +163,10 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 				_, err = s.sweep(ctx, *rt)
 				lastSweep, forced = time.Now(), false
 			}
+		}
+		if err == nil && time.Since(lastPrune) >= s.cfg.Retention.Interval {
+			_, _, err = s.Prune(ctx, term.Epoch)
+			lastPrune = time.Now()
 		}
 		switch {
 		case store.IsFenced(err):

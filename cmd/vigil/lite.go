@@ -49,6 +49,7 @@ type liteOpts struct {
 // config file (Strøm recovery section; DESIGN §6, §7).
 type recoveryOpts struct {
 	agentLost, dispatchLost, orphan, sweepInterval time.Duration
+	retention                                      scheduler.Retention
 }
 
 // configSection marks flags that live under a section of the YAML config
@@ -65,6 +66,12 @@ func addRecoveryFlags(cmd *cobra.Command) *recoveryOpts {
 	f.DurationVar(&r.sweepInterval, "sweep-interval", scheduler.DefaultSweepInterval, "how often the reapers run (100ms..10m)")
 	for _, name := range []string{"agent-lost-threshold", "dispatch-lost-threshold", "orphan-threshold", "sweep-interval"} {
 		_ = f.SetAnnotation(name, configSection, []string{"recovery"})
+	}
+	f.DurationVar(&r.retention.Runs, "retention-runs", scheduler.DefaultRetentionRuns, "keep terminal runs (with TIs, events, logs) this long; 0 disables (≥ 1h)")
+	f.DurationVar(&r.retention.Agents, "retention-agents", scheduler.DefaultRetentionAgents, "keep inactive or deregistered agents this long; 0 disables (≥ 1h)")
+	f.DurationVar(&r.retention.Interval, "retention-interval", scheduler.DefaultRetentionInterval, "how often the leader prunes (1m..24h)")
+	for _, name := range []string{"retention-runs", "retention-agents", "retention-interval"} {
+		_ = f.SetAnnotation(name, configSection, []string{"retention"})
 	}
 	return r
 }
@@ -209,7 +216,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	sched, err := scheduler.New(scheduler.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log, Interval: cfg.tickInterval,
 		Thresholds: cfg.recovery.thresholds(), HeartbeatInterval: cfg.heartbeatInterval,
-		SweepInterval: cfg.recovery.sweepInterval,
+		SweepInterval: cfg.recovery.sweepInterval, Retention: cfg.recovery.retention,
 	})
 	if err != nil {
 		listener.Close()
