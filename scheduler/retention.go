@@ -63,9 +63,9 @@ func (s *Scheduler) pruneLoop(ctx context.Context, batch func() (int, error)) (i
 	return total, nil
 }
 
-// validate applies defaults for unset fields and checks bounds; errors
-// name the flag.
-func (r *Retention) validate() error {
+// Validate applies defaults for unset fields and checks bounds; errors
+// name the flag (retention-runs, retention-agents, retention-interval).
+func (r *Retention) Validate() error {
 	if r.Interval == 0 {
 		r.Interval = DefaultRetentionInterval
 	}
@@ -74,15 +74,15 @@ func (r *Retention) validate() error {
 	}
 	switch {
 	case r.Runs < 0:
-		return fmt.Errorf("retention.runs: %s must not be negative (0 disables)", r.Runs)
+		return fmt.Errorf("retention-runs: %s must not be negative (0 disables)", r.Runs)
 	case r.Agents < 0:
-		return fmt.Errorf("retention.agents: %s must not be negative (0 disables)", r.Agents)
+		return fmt.Errorf("retention-agents: %s must not be negative (0 disables)", r.Agents)
 	case r.Runs > 0 && r.Runs < time.Hour:
-		return fmt.Errorf("retention.runs: %s is below the 1h minimum (0 disables)", r.Runs)
+		return fmt.Errorf("retention-runs: %s is below the 1h minimum (0 disables)", r.Runs)
 	case r.Agents > 0 && r.Agents < time.Hour:
-		return fmt.Errorf("retention.agents: %s is below the 1h minimum (0 disables)", r.Agents)
+		return fmt.Errorf("retention-agents: %s is below the 1h minimum (0 disables)", r.Agents)
 	case r.Interval < time.Minute || r.Interval > 24*time.Hour:
-		return fmt.Errorf("retention.interval: %s must be between 1m and 24h", r.Interval)
+		return fmt.Errorf("retention-interval: %s must be between 1m and 24h", r.Interval)
 	case r.Batch < 1 || r.Batch > 100000:
 		return fmt.Errorf("retention batch: %d must be between 1 and 100000", r.Batch)
 	}

@@ -100,7 +100,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = reaper.DBClock{Store: cfg.Store}
 	}
-	if err := cfg.Retention.validate(); err != nil {
+	if err := cfg.Retention.Validate(); err != nil {
 		return nil, err
 	}
 	if err := validateConfigThresholds(cfg); err != nil {

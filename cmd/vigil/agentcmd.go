@@ -22,6 +22,8 @@ func newAgentCmd() *cobra.Command {
 		drain     time.Duration
 		claimWait time.Duration
 		ephemeral bool
+		eventBuf  int
+		logBuf    int
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -41,6 +43,7 @@ func newAgentCmd() *cobra.Command {
 			a, err := agent.New(agent.Config{
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
 				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log,
+				EventBufferSize: eventBuf, LogBufferSize: logBuf,
 			})
 			if err != nil {
 				return usageError("%v", err)
@@ -57,6 +60,8 @@ func newAgentCmd() *cobra.Command {
 	f.DurationVar(&drain, "drain-timeout", 5*time.Minute, "on SIGTERM, how long running tasks may finish before they are killed")
 	f.DurationVar(&claimWait, "claim-wait", 30*time.Second, "claim long-poll wait (max 30s)")
 	f.BoolVar(&ephemeral, "ephemeral", false, "deregister on exit (scaler-managed agents)")
+	f.IntVar(&eventBuf, "event-buffer-size", 5000, "events buffered while the control plane is unreachable (oldest dropped first)")
+	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
 	return cmd
 }
 

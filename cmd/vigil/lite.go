@@ -132,6 +132,9 @@ func (o *liteOpts) validate() error {
 	if err := o.recovery.thresholds().Validate(o.heartbeatInterval); err != nil {
 		return usageError("%v", err)
 	}
+	if err := o.recovery.retention.Validate(); err != nil {
+		return usageError("%v", err)
+	}
 	return nil
 }
 
