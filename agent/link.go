@@ -154,6 +154,13 @@ func (a *Agent) reconnectLoop(ctx context.Context) {
 // otherwise it is logged and retried, because tasks are still running.
 func (a *Agent) connect(ctx context.Context, initial bool) error {
 	bo := a.newBackoff()
+	// Retry at least once per heartbeat interval (below the 60 s cap when
+	// the interval is shorter): the server's post-leadership grace lasts one
+	// agent-lost threshold, at least two intervals, and an agent that
+	// sleeps past it would have its healthy tasks reaped.
+	if iv := a.interval(); iv > 0 && iv < bo.Max {
+		bo.Max = iv
+	}
 	tried := 0
 	for try := 1; ; try++ {
 		a.mu.Lock()
