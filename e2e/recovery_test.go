@@ -201,10 +201,9 @@ tasks:
 	lite.Stop()
 	require.Equal(t, 0, lite.ExitCode(), "Lite exits 0 on SIGTERM")
 	time.Sleep(6*time.Second - time.Since(down))
-	// The agent retries on a backoff (1 s ×1.5, ±20%) that by now exceeds
-	// the 3 s grace, so the restart is timed to its next attempt: it must
-	// reach the new leader within the grace (see restartBeforeReconnect).
-	restartBeforeReconnect(t, lite, agent)
+	// The agent's reconnect back-off is capped at the heartbeat interval
+	// (1 s), so it reaches the new leader well within the 3 s grace.
+	lite.Restart()
 	outage := time.Since(down)
 	t.Logf("control plane outage: %s (SIGTERM to the restarted Lite answering /readyz)", outage.Round(time.Millisecond))
 	assert.GreaterOrEqual(t, outage, 6*time.Second, "down for twice the agent-lost threshold")
@@ -486,50 +485,6 @@ func TestThresholdsCLI(t *testing.T) {
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, "--agent-lost")
 	assert.Equal(t, defaults, getJSONThresholds())
-}
-
-// restartBeforeReconnect restarts the stopped Lite so that it is up about
-// 1.5 s before the agent's next reconnect attempt, read from the agent's
-// log ("reconnecting to control plane": the failed attempt's time plus the
-// backoff it sleeps). Started any earlier, the new leader's grace (3 s)
-// could end before the agent's attempt: its backoff, 1 s growing ×1.5 to
-// 60 s, is not bounded by the agent-lost threshold.
-func restartBeforeReconnect(t *testing.T, lite *liteProc, agent *proc) {
-	t.Helper()
-	const lead = 1500 * time.Millisecond // for Lite to start and lead
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		next, ok := nextReconnect(agent.logPath)
-		if ok {
-			if until := time.Until(next); until >= lead {
-				t.Logf("agent's next reconnect attempt in %s; restarting Lite %s before it",
-					until.Round(time.Millisecond), lead)
-				time.Sleep(until - lead)
-				lite.Restart()
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond) // too close or past: wait for its next backoff
-	}
-	t.Fatal("no usable reconnect attempt of the agent within 30 s")
-}
-
-// nextReconnect is when the agent will next try to register: the time of
-// its last "reconnecting to control plane" log record plus its backoff.
-func nextReconnect(logPath string) (time.Time, bool) {
-	var next time.Time
-	found := false
-	for _, rec := range jsonLogLines(logPath) {
-		if rec["msg"] != "reconnecting to control plane" {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
-		backoff, ok := rec["backoff"].(float64) // slog's JSON: nanoseconds
-		if err == nil && ok {
-			next, found = at.Add(time.Duration(backoff)), true
-		}
-	}
-	return next, found
 }
 
 // leadingSince is the grace_start the current Lite logged when its
