@@ -7,6 +7,7 @@ BIN=${BIN:-bin/vigil}
 DATA=${VIGIL_DATA_DIR:-.vigil}
 LISTEN=${VIGIL_LISTEN:-127.0.0.1:8080}
 DAG=${VIGIL_DEMO_DAG:-pipeline}
+LINGER=${VIGIL_DEMO_LINGER:-0} # seconds to keep Lite up after the run, for inspection
 export VIGIL_SERVER="http://$LISTEN" VIGIL_DATA_DIR="$DATA"
 unset VIGIL_TOKEN || true
 mkdir -p "$DATA"
@@ -41,4 +42,8 @@ rc=$?
 set -e
 echo "==> runs"
 "$BIN" runs list --limit 5
+if [ "$LINGER" -gt 0 ]; then
+  echo "==> keeping vigil lite up for ${LINGER}s: try $BIN runs show 1, $BIN runs events 1, $BIN logs 1 generate"
+  sleep "$LINGER"
+fi
 exit $rc
