@@ -74,15 +74,21 @@ func LostAttempt(c store.StaleRunning, why string) store.Reap {
 			silent, c.DispatchAttempts+1, MaxDispatchAttempts)
 	default:
 		reap.Reason, reap.EventKind = "agent_lost", metrics.DecisionAgentLost
-		if ok, delay := c.Policy.Next(c.TryNumber); ok {
-			reap.State, reap.RetryDelay = "up_for_retry", delay
-			reap.Message = fmt.Sprintf("%s; try %d failed, retry in %s", silent, c.TryNumber, delay)
-		} else {
-			reap.State = "failed"
-			reap.Message = fmt.Sprintf("%s; try %d failed, no retries left", silent, c.TryNumber)
-		}
+		failTry(&reap, c, silent)
 	}
 	return reap
+}
+
+// failTry sets reap to fail the listed try: up_for_retry while c's retry
+// budget remains, else failed, with a message that says which.
+func failTry(reap *store.Reap, c store.StaleRunning, why string) {
+	if ok, delay := c.Policy.Next(c.TryNumber); ok {
+		reap.State, reap.RetryDelay = "up_for_retry", delay
+		reap.Message = fmt.Sprintf("%s; try %d failed, retry in %s", why, c.TryNumber, delay)
+		return
+	}
+	reap.State = "failed"
+	reap.Message = fmt.Sprintf("%s; try %d failed, no retries left", why, c.TryNumber)
 }
 
 func agentName(id *int64) string {

@@ -3,7 +3,6 @@ package reaper_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/reaper/reapertest"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -22,24 +22,6 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 const epoch = 1
-
-// fakeClock is a stepped clock: tests move time without sleeping.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now(context.Context) (time.Time, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now, nil
-}
-
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
 
 // env is a real database with a fenced epoch, reapers on a fake clock,
 // and a raw pool for seeding rows the public API cannot produce (the
@@ -50,7 +32,7 @@ type env struct {
 	store   *store.Store
 	raw     *pgxpool.Pool
 	metrics *metrics.Metrics
-	clock   *fakeClock
+	clock   *reapertest.Clock
 	reapers *reaper.Reapers
 	th      reaper.Thresholds
 	focus   map[string]bool // reapers whose candidates sweepAt reports
@@ -67,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	t.Cleanup(raw.Close)
 	require.NoError(t, st.AcquireFence(ctx, epoch, "test"))
-	e := &env{t: t, ctx: ctx, store: st, raw: raw, metrics: metrics.New(), clock: &fakeClock{}, th: reaper.DefaultThresholds(),
+	e := &env{t: t, ctx: ctx, store: st, raw: raw, metrics: metrics.New(), clock: reapertest.NewClock(time.Time{}), th: reaper.DefaultThresholds(),
 		focus: map[string]bool{reaper.ReaperAgentLost: true, reaper.ReaperDispatchLost: true, reaper.ReaperOrphan: true}}
 	e.reapers, err = reaper.New(reaper.Config{
 		Store: st, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
@@ -160,7 +142,7 @@ func (e *env) run(runID int64) protocol.RunDetail {
 }
 
 func (e *env) sweepAt(now time.Time, term reaper.Term) protocol.ReapReport {
-	e.clock.set(now)
+	e.clock.Set(now)
 	rep, err := e.reapers.Sweep(e.ctx, term)
 	require.NoError(e.t, err)
 	require.Empty(e.t, rep.Errors)

@@ -51,7 +51,7 @@ func manyTasks(id string, n int) string {
 
 // sweepNow sweeps with the clock at the database's now, as production does.
 func (e *env) sweepNow() protocol.ReapReport {
-	e.clock.set(e.dbNow())
+	e.clock.Set(e.dbNow())
 	rep, err := e.reapers.Sweep(e.ctx, e.oldTerm())
 	require.NoError(e.t, err)
 	return rep

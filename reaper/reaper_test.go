@@ -270,7 +270,7 @@ func TestDryRunListsExactlyTheCandidates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.Candidates, "nothing is stale yet")
 
-	e.clock.set(e.dbNow().Add(10 * time.Minute))
+	e.clock.Set(e.dbNow().Add(10 * time.Minute))
 	rep, err = e.reapers.DryRun(e.ctx, e.oldTerm())
 	require.NoError(t, err)
 	require.True(t, rep.DryRun)

@@ -37,13 +37,7 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 			Reason: "execution_timeout", EventKind: metrics.DecisionExecutionTimeout,
 			WhereState: "running", WhereStamp: c.StartedAt, StampColumn: "started_at",
 		}
-		if ok, delay := c.Policy.Next(c.TryNumber); ok {
-			reap.State, reap.RetryDelay = "up_for_retry", delay
-			reap.Message = fmt.Sprintf("%s; try %d failed, retry in %s", what, c.TryNumber, delay)
-		} else {
-			reap.State = "failed"
-			reap.Message = fmt.Sprintf("%s; try %d failed, no retries left", what, c.TryNumber)
-		}
+		failTry(&reap, c.StaleRunning, what)
 		plans = append(plans, plan{
 			ReapCandidate: protocol.ReapCandidate{
 				Reaper: ReaperExecutionTimeout, Decision: reap.EventKind, RunID: c.RunID, TIID: ptr(c.TIID),

@@ -16,6 +16,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/reaper/reapertest"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -98,23 +99,6 @@ func TestSetThresholdsConcurrentlyAndShared(t *testing.T) {
 	assert.Equal(t, reaper.DefaultThresholds(), s.Thresholds())
 }
 
-type steppedClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *steppedClock) Now(context.Context) (time.Time, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now, nil
-}
-
-func (c *steppedClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // A stall with no error (a paused database, a stopped process) blinds the
 // leader exactly like an outage: the grace must restart before the next
 // sweep, so healthy tasks whose agents could not report are not reaped.
@@ -127,7 +111,7 @@ func TestStallRestartsGraceBeforeReaping(t *testing.T) {
 	defer st.Close()
 	dbNow, err := st.Now(ctx)
 	require.NoError(t, err)
-	clock := &steppedClock{now: dbNow}
+	clock := reapertest.NewClock(dbNow)
 	th := reaper.Thresholds{AgentLost: 2 * time.Second, DispatchLost: time.Hour, Orphan: time.Hour}
 	s, err := New(Config{Store: st, Metrics: metrics.New(), Interval: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
 		HeartbeatInterval: time.Second, Thresholds: th, Clock: clock})
@@ -161,13 +145,13 @@ func TestStallRestartsGraceBeforeReaping(t *testing.T) {
 	// A 10-minute stall: the TI's heartbeat looks 10 minutes old, and the
 	// term is far older than the threshold. Without the gap check the next
 	// sweep would reap it.
-	clock.add(10 * time.Minute)
+	clock.Add(10 * time.Minute)
 	time.Sleep(400 * time.Millisecond) // several ticks and sweeps
 	assert.Equal(t, "running", state(), "staleness accrued during the stall must not count")
 
 	// Silent for longer than the threshold after the new grace: reaped.
 	for i := 0; i < 6 && state() == "running"; i++ {
-		clock.add(500 * time.Millisecond)
+		clock.Add(500 * time.Millisecond)
 		time.Sleep(150 * time.Millisecond)
 	}
 	assert.Equal(t, "failed", state())
