@@ -61,3 +61,66 @@ tasks:
 	code, _ = h.call("POST", fmt.Sprintf("/v1/agents/%d/heartbeat", agentID), agentToken, protocol.HeartbeatRequest{}, nil)
 	assert.Equal(t, 404, code)
 }
+
+// KiCI in-flight reporting: on reconnect the agent re-registers with the
+// attempts it still runs; the server keeps the current ones (refreshing
+// their heartbeat) and tells it to kill the rest.
+func TestReconnectingAgentKeepsItsCurrentAttempts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.applyDAG(`dag_id: recon
+tasks:
+  - id: kept
+    command: ["true"]
+  - id: cancelled
+    command: ["true"]
+`)
+	agentID := h.register("roamer", nil, 2)
+	runID := h.trigger("recon")
+	var tasks []protocol.ClaimedTask
+	require.Eventually(t, func() bool {
+		tasks = append(tasks, h.claim(agentID, 2-len(tasks), 200*time.Millisecond)...)
+		return len(tasks) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	byTask := map[string]protocol.ClaimedTask{}
+	for _, task := range tasks {
+		byTask[task.TaskID] = task
+	}
+	// While the agent was away, its first run was cancelled; it also
+	// claimed a TI of a second run, which is still current.
+	_, err := h.store.CancelRun(t.Context(), runID, "cancelled", "test")
+	require.NoError(t, err)
+	h.applyDAG("dag_id: recon2\ntasks:\n  - id: kept2\n    command: [\"true\"]\n")
+	run2 := h.trigger("recon2")
+	var kept protocol.ClaimedTask
+	require.Eventually(t, func() bool {
+		got := h.claim(agentID, 1, 200*time.Millisecond)
+		if len(got) == 1 {
+			kept = got[0]
+		}
+		return len(got) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	before := h.ti(run2, "kept2").LastHeartbeatAt
+
+	var resp protocol.RegisterResponse
+	unknown := protocol.Attempt{TIID: 999999, AttemptID: "7b0a3c1e-9f0e-4c43-8f5e-9a0d3c6b1e2f"}
+	code, e := h.call("POST", "/v1/agents/register", agentToken, protocol.RegisterRequest{
+		Name: "roamer", Capacity: 2,
+		InFlight: []protocol.Attempt{kept.Attempt, byTask["kept"].Attempt, byTask["cancelled"].Attempt, unknown},
+	}, &resp)
+	require.Equal(t, 200, code, e.Message)
+	assert.Equal(t, agentID, resp.AgentID, "same name, same agent id")
+	reasons := map[int64]string{}
+	for _, s := range resp.Terminate {
+		reasons[s.TIID] = s.Reason
+	}
+	assert.Equal(t, map[int64]string{
+		byTask["kept"].TIID:      protocol.StopCancelled,
+		byTask["cancelled"].TIID: protocol.StopCancelled,
+		unknown.TIID:             protocol.StopUnknown,
+	}, reasons, "only the attempts that are no longer current are terminated")
+	ti := h.ti(run2, "kept2")
+	assert.Equal(t, "running", ti.State, "the current attempt is kept")
+	assert.NotNil(t, ti.StartedAt, "an in-flight report counts as started")
+	assert.NotEqual(t, before, ti.LastHeartbeatAt)
+}
