@@ -164,7 +164,7 @@ tasks:
 // try and its log has every line plus one gap marker.
 func TestControlPlaneOutageReapsNothing(t *testing.T) {
 	t.Parallel()
-	const lines = 70 // one every 200 ms: about 14 s
+	const lines = 120 // one every 100 ms: about 12 s
 	dags := t.TempDir()
 	writeDAG(t, dags, "steady", fmt.Sprintf(`
 dag_id: steady
@@ -179,7 +179,7 @@ tasks:
         while [ "$i" -lt %d ]; do
           i=$((i + 1))
           echo "line $i"
-          sleep 0.2
+          sleep 0.1
         done
 `, lines))
 	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0, Extra: shortRecovery})
@@ -200,13 +200,13 @@ tasks:
 	down := time.Now()
 	lite.Stop()
 	require.Equal(t, 0, lite.ExitCode(), "Lite exits 0 on SIGTERM")
-	time.Sleep(6*time.Second - time.Since(down))
+	time.Sleep(5*time.Second - time.Since(down)) // the issue's 5 s outage, > the 3 s threshold
 	// The agent's reconnect back-off is capped at the heartbeat interval
 	// (1 s), so it reaches the new leader well within the 3 s grace.
 	lite.Restart()
 	outage := time.Since(down)
 	t.Logf("control plane outage: %s (SIGTERM to the restarted Lite answering /readyz)", outage.Round(time.Millisecond))
-	assert.GreaterOrEqual(t, outage, 6*time.Second, "down for twice the agent-lost threshold")
+	assert.GreaterOrEqual(t, outage, 5*time.Second, "down for longer than the agent-lost threshold")
 	graceStart := leadingSince(t, lite)
 	reconnected := registeredAfter(t, agent, graceStart, 15*time.Second)
 	t.Logf("agent re-registered %s after the new leader started its grace (threshold %s)",
@@ -255,7 +255,7 @@ tasks:
 		FindStringSubmatch(markers[0].Line)
 	if assert.NotNil(t, m, "marker text") {
 		secs, _ := strconv.Atoi(m[1])
-		assert.GreaterOrEqual(t, secs, 5, "the marker's outage covers the 6 s Lite was down")
+		assert.GreaterOrEqual(t, secs, 4, "the marker's outage covers the 5 s Lite was down")
 		assert.LessOrEqual(t, time.Duration(secs)*time.Second, outage+10*time.Second)
 		replayed, _ := strconv.Atoi(m[2])
 		assert.Positive(t, replayed, "lines printed during the outage were buffered and replayed")
