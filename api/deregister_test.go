@@ -124,3 +124,31 @@ tasks:
 	assert.NotNil(t, ti.StartedAt, "an in-flight report counts as started")
 	assert.NotEqual(t, before, ti.LastHeartbeatAt)
 }
+
+// The first heartbeat that reports a process started records started_at
+// and a ti_started event, once.
+func TestStartedHeartbeatRecordsOneEvent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.applyDAG(wideDAG("start", 1, ""))
+	agentID := h.register("w", nil, 1)
+	runID := h.trigger("start")
+	var tasks []protocol.ClaimedTask
+	require.Eventually(t, func() bool { tasks = h.claim(agentID, 1, 200*time.Millisecond); return len(tasks) == 1 }, 10*time.Second, 10*time.Millisecond)
+	for i := 0; i < 3; i++ {
+		code, _ := h.call("POST", fmt.Sprintf("/v1/agents/%d/heartbeat", agentID), agentToken,
+			protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}}, nil)
+		require.Equal(t, 200, code)
+	}
+	evs, err := h.store.RunEvents(t.Context(), runID, 0)
+	require.NoError(t, err)
+	started := 0
+	for _, e := range evs {
+		if e.Kind == "ti_started" {
+			started++
+			assert.Equal(t, tasks[0].AttemptID, e.AttemptID)
+		}
+	}
+	assert.Equal(t, 1, started)
+	assert.NotNil(t, h.ti(runID, "t000").StartedAt)
+}

@@ -64,7 +64,15 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol
 		         started_at = CASE WHEN e.started THEN coalesce(t.started_at, now()) ELSE t.started_at END
 		    FROM e, a
 		   WHERE t.id = e.ti_id AND t.attempt_id = e.attempt_id AND t.agent_id = a.id AND t.state = 'running'
-		  RETURNING t.id)
+		  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id,
+		            e.started AND t.started_at = now() AS just_started),
+		ev AS (
+		  -- now() is fixed for the transaction, so started_at = now() means
+		  -- this very statement recorded the start.
+		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_started',
+		         format('try %s started on agent %s', try_number, agent_id)
+		    FROM upd WHERE just_started)
 		SELECT EXISTS (SELECT 1 FROM a),
 		       coalesce((SELECT jsonb_agg(jsonb_build_object(
 		           'ti_id', e.ti_id, 'attempt_id', e.attempt_id, 'state', t.state,
