@@ -179,7 +179,9 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
 		store: st, log: log, listen: o.listen, agentToken: agentToken, operatorToken: opToken,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
-		elector: func(m *metrics.Metrics) leader.Elector { return leader.NewStatic(st, replicaID(), log, m) },
+		elector: func(m *metrics.Metrics) (leader.Elector, error) {
+			return leader.NewStatic(st, replicaID(), log, m), nil
+		},
 	})
 	if err != nil {
 		return err
@@ -202,7 +204,7 @@ type controlPlaneConfig struct {
 	agentToken, operatorToken       string
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
-	elector                         func(*metrics.Metrics) leader.Elector
+	elector                         func(*metrics.Metrics) (leader.Elector, error)
 }
 
 type controlPlane struct {
@@ -225,7 +227,11 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		listener.Close()
 		return nil, usageError("%v", err)
 	}
-	el := cfg.elector(m)
+	el, err := cfg.elector(m)
+	if err != nil {
+		listener.Close()
+		return nil, usageError("%v", err)
+	}
 	srv, err := api.New(api.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
 		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken,
@@ -255,6 +261,13 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	shutdown := func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		// Hand leadership over first (Pro: Resign, so a follower takes over
+		// in milliseconds), while this replica still serves its agents.
+		if r, ok := el.(interface{ Resign(context.Context) error }); ok {
+			if err := r.Resign(sctx); err != nil {
+				cfg.log.Warn("resign failed; the lease will expire on its own", "err", err)
+			}
+		}
 		err := httpSrv.Shutdown(sctx)
 		stopLeading()
 		if eerr := <-electorDone; eerr != nil {

@@ -131,7 +131,3 @@ func notYetAvailable(use, short string) *cobra.Command {
 		},
 	}
 }
-
-func newServerCmd() *cobra.Command {
-	return notYetAvailable("server", "Run a Pro replica (etcd leader election)")
-}

@@ -53,13 +53,13 @@ func Start(t testing.TB) (endpoints []string) {
 	t.Helper()
 	var lastErr error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		e, err := start(t)
+		s, err := start(t)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		t.Cleanup(func() { stop(t, e) })
-		for _, u := range e.Config().AdvertiseClientUrls {
+		t.Cleanup(func() { stop(t, s) })
+		for _, u := range s.e.Config().AdvertiseClientUrls {
 			endpoints = append(endpoints, u.String())
 		}
 		return endpoints
@@ -68,7 +68,13 @@ func Start(t testing.TB) (endpoints []string) {
 	return nil
 }
 
-func start(t testing.TB) (*embed.Etcd, error) {
+// server is a running embedded etcd and the level of its logger.
+type server struct {
+	e     *embed.Etcd
+	level zap.AtomicLevel
+}
+
+func start(t testing.TB) (*server, error) {
 	clientURL, err := freeURL()
 	if err != nil {
 		return nil, err
@@ -86,8 +92,20 @@ func start(t testing.TB) (*embed.Etcd, error) {
 	cfg.AdvertisePeerUrls = []url.URL{*peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.InitialClusterToken = cfg.Name
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"stderr"}
+	// Errors go to stderr while the server runs; stop raises the level so
+	// that the listeners' "server closed" errors of a normal shutdown are
+	// not printed.
+	level := zap.NewAtomicLevelAt(zap.ErrorLevel)
+	zcfg := zap.NewProductionConfig()
+	zcfg.Level = level
+	zcfg.Sampling = nil
+	zcfg.OutputPaths, zcfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	lg, err := zcfg.Build()
+	if err != nil {
+		return nil, fmt.Errorf("etcd logger: %w", err)
+	}
+	cfg.Logger = "zap"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	cfg.UnsafeNoFsync = true // throwaway data; fsync only slows tests down
 
 	e, err := embed.StartEtcd(cfg)
@@ -96,7 +114,7 @@ func start(t testing.TB) (*embed.Etcd, error) {
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-		return e, nil
+		return &server{e: e, level: level}, nil
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd failed before it was ready: %v", err)
@@ -107,7 +125,9 @@ func start(t testing.TB) (*embed.Etcd, error) {
 	}
 }
 
-func stop(t testing.TB, e *embed.Etcd) {
+func stop(t testing.TB, s *server) {
+	s.level.SetLevel(zap.FatalLevel)
+	e := s.e
 	done := make(chan struct{})
 	go func() {
 		e.Close()

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/scheduler"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// serverOpts are the flags of `vigil server` (DESIGN §1, §8, §9).
+type serverOpts struct {
+	databaseURL       string
+	etcdEndpoints     []string
+	etcdCACert        string
+	etcdCert, etcdKey string
+	etcdUser, etcdPW  string
+	electionTTL       time.Duration
+	replicaID         string
+	listen            string
+	agentToken        string
+	operatorToken     string
+	tickInterval      time.Duration
+	heartbeatInterval time.Duration
+	recovery          *recoveryOpts
+}
+
+func newServerCmd() *cobra.Command {
+	o := &serverOpts{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Pro replica: serves the API; leads (scheduler and reapers) when elected through etcd",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			log, err := newLogger(cmd, os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), o, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL (required)")
+	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "etcd endpoints, comma-separated (required)")
+	f.StringVar(&o.etcdCACert, "etcd-cacert", "", "CA certificate (PEM) to verify etcd's TLS certificate")
+	f.StringVar(&o.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd mutual TLS")
+	f.StringVar(&o.etcdKey, "etcd-key", "", "client key (PEM) for etcd mutual TLS")
+	f.StringVar(&o.etcdUser, "etcd-username", "", "etcd username (etcd auth)")
+	f.StringVar(&o.etcdPW, "etcd-password", "", "etcd password (etcd auth)")
+	f.DurationVar(&o.electionTTL, "election-ttl", leader.DefaultElectionTTL, "etcd session TTL: a dead leader is replaced within about this long (whole seconds)")
+	f.StringVar(&o.replicaID, "replica-id", replicaID(), "this replica's unique id (default hostname-pid)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
+	f.StringVar(&o.agentToken, "agent-token", "", "bearer token for agents (required)")
+	f.StringVar(&o.operatorToken, "operator-token", "", "bearer token for operators (required)")
+	f.DurationVar(&o.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
+	f.DurationVar(&o.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
+	o.recovery = addRecoveryFlags(cmd)
+	return cmd
+}
+
+func (o *serverOpts) validate() error {
+	switch {
+	case o.databaseURL == "":
+		return usageError("--database-url: required for vigil server")
+	case len(o.etcdEndpoints) == 0:
+		return usageError("--etcd-endpoints: at least one etcd endpoint is required")
+	case o.agentToken == "" || o.operatorToken == "":
+		return usageError("--agent-token and --operator-token: both are required for vigil server")
+	case o.replicaID == "":
+		return usageError("--replica-id: must not be empty")
+	case (o.etcdCert == "") != (o.etcdKey == ""):
+		return usageError("--etcd-cert and --etcd-key: give both or neither")
+	case o.heartbeatInterval < time.Second || o.heartbeatInterval > 2*time.Minute:
+		return usageError("--heartbeat-interval: %s is outside 1s..2m", o.heartbeatInterval)
+	case o.tickInterval < 10*time.Millisecond || o.tickInterval > time.Minute:
+		return usageError("--tick-interval: %s is outside 10ms..1m", o.tickInterval)
+	}
+	if o.electionTTL < leader.MinElectionTTL || o.electionTTL > leader.MaxElectionTTL || o.electionTTL%time.Second != 0 {
+		return usageError("--election-ttl: %s must be whole seconds between %s and %s",
+			o.electionTTL, leader.MinElectionTTL, leader.MaxElectionTTL)
+	}
+	if err := o.recovery.thresholds().Validate(o.heartbeatInterval); err != nil {
+		return usageError("%v", err)
+	}
+	if err := o.recovery.retention.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
+}
+
+// etcdTLS builds the client TLS config from the flags; nil when none given.
+func (o *serverOpts) etcdTLS() (*tls.Config, error) {
+	if o.etcdCACert == "" && o.etcdCert == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.etcdCACert != "" {
+		pem, err := os.ReadFile(o.etcdCACert)
+		if err != nil {
+			return nil, usageError("--etcd-cacert: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageError("--etcd-cacert: %s holds no PEM certificate", o.etcdCACert)
+		}
+		cfg.RootCAs = pool
+	}
+	if o.etcdCert != "" {
+		pair, err := tls.LoadX509KeyPair(o.etcdCert, o.etcdKey)
+		if err != nil {
+			return nil, usageError("--etcd-cert/--etcd-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
+	tlsCfg, err := o.etcdTLS()
+	if err != nil {
+		return err
+	}
+	if err := store.Migrate(ctx, o.databaseURL); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	etcd, err := clientv3.New(clientv3.Config{
+		Endpoints: o.etcdEndpoints, DialTimeout: 5 * time.Second, TLS: tlsCfg,
+		Username: o.etcdUser, Password: o.etcdPW, Logger: nil,
+	})
+	if err != nil {
+		return fmt.Errorf("--etcd-endpoints: %w", err)
+	}
+	defer etcd.Close()
+	cp, err := startControlPlane(ctx, controlPlaneConfig{
+		store: st, log: log.With("replica", o.replicaID), listen: o.listen,
+		agentToken: o.agentToken, operatorToken: o.operatorToken,
+		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
+		elector: func(m *metrics.Metrics) (leader.Elector, error) {
+			return leader.NewEtcd(leader.EtcdConfig{
+				Client: etcd, Store: st, Self: o.replicaID, TTL: o.electionTTL, Logger: log, Metrics: m,
+			})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("vigil server ready", "api", "http://"+cp.addr, "replica", o.replicaID, "etcd", o.etcdEndpoints)
+	<-ctx.Done()
+	log.Info("shutting down: resigning leadership")
+	return cp.shutdown()
+}
