@@ -5,7 +5,7 @@ BIN     := bin/vigil
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 
-.PHONY: all build run test lint bench fuzz clean
+.PHONY: all build run pro-demo test lint bench fuzz clean
 
 all: build
 
@@ -16,6 +16,11 @@ build:
 # triggers the pipeline DAG, waits for it, and stops everything it started.
 run: build
 	BIN=$(BIN) deploy/demo/lite.sh
+
+# Pro: embedded etcd + private PostgreSQL + 3 replicas + 2 agents; kills the
+# leader mid-run and shows the takeover; stops everything it started.
+pro-demo: build
+	BIN=$(BIN) deploy/demo/pro.sh
 
 # Integration tests start their own throwaway PostgreSQL (store/storetest).
 test:

@@ -118,16 +118,3 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		return nil
 	}
 }
-
-// notYetAvailable is the honest placeholder for subcommands whose issue
-// has not landed: it says so and exits 1.
-func notYetAvailable(use, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:                use,
-		Short:              short + " (not yet available)",
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return fmt.Errorf("%s is not yet available in this version of vigil", cmd.CommandPath())
-		},
-	}
-}
