@@ -30,19 +30,52 @@ import (
 
 // liteOpts are the flags of `vigil lite` (DESIGN §1, §9).
 type liteOpts struct {
-	databaseURL       string
-	dataDir           string
-	dags              string
-	agents            int
-	agentCapacity     int
-	agentTags         []string
-	listen            string
-	agentToken        string
-	operatorToken     string
-	tickInterval      time.Duration
-	heartbeatInterval time.Duration
-	drainTimeout      time.Duration
-	recovery          *recoveryOpts
+	databaseURL   string
+	dataDir       string
+	dags          string
+	agents        int
+	agentCapacity int
+	agentTags     []string
+	drainTimeout  time.Duration
+	planeOpts
+}
+
+// planeOpts are the control-plane flags `vigil lite` and `vigil server`
+// share: listen address, tokens, intervals, recovery and retention.
+type planeOpts struct {
+	listen                          string
+	agentToken, operatorToken       string
+	tickInterval, heartbeatInterval time.Duration
+	recovery                        *recoveryOpts
+}
+
+// addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
+// completes the token flags' help.
+func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
+	f := cmd.Flags()
+	f.StringVar(&p.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
+	f.StringVar(&p.agentToken, "agent-token", "", "bearer token for agents"+tokenHelp)
+	f.StringVar(&p.operatorToken, "operator-token", "", "bearer token for operators"+tokenHelp)
+	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
+	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
+	p.recovery = addRecoveryFlags(cmd)
+}
+
+// validate checks the shared flags; errors name the flag (exit 2).
+func (p *planeOpts) validate() error {
+	switch {
+	case p.heartbeatInterval < time.Second || p.heartbeatInterval > 2*time.Minute:
+		return usageError("--heartbeat-interval: %s is outside 1s..2m", p.heartbeatInterval)
+	case p.tickInterval < 10*time.Millisecond || p.tickInterval > time.Minute:
+		return usageError("--tick-interval: %s is outside 10ms..1m", p.tickInterval)
+	}
+	if err := p.recovery.thresholds().Validate(p.heartbeatInterval); err != nil {
+		return usageError("%v", err)
+	}
+	if err := p.recovery.retention.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // recoveryOpts are the reaper settings, the `recovery:` section of the
@@ -104,13 +137,8 @@ func newLiteCmd() *cobra.Command {
 	f.IntVar(&o.agents, "agents", 2, "number of in-process agents (0..64)")
 	f.IntVar(&o.agentCapacity, "agent-capacity", 4, "concurrent task instances per in-process agent (1..1024)")
 	f.StringSliceVar(&o.agentTags, "agent-tags", nil, "tags of the in-process agents, comma-separated")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
-	f.StringVar(&o.agentToken, "agent-token", "", "bearer token for agents; empty: generated into --data-dir/agent.token")
-	f.StringVar(&o.operatorToken, "operator-token", "", "bearer token for operators; empty: generated into --data-dir/operator.token")
-	f.DurationVar(&o.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
-	f.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 15*time.Second, "agent heartbeat interval told to agents (1s..2m)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "on shutdown, how long in-process agents let running tasks finish")
-	o.recovery = addRecoveryFlags(cmd)
+	addPlaneFlags(cmd, &o.planeOpts, "; empty: generated into --data-dir")
 	return cmd
 }
 
@@ -120,22 +148,12 @@ func (o *liteOpts) validate() error {
 		return usageError("--agents: %d is outside 0..64", o.agents)
 	case o.agentCapacity < 1 || o.agentCapacity > 1024:
 		return usageError("--agent-capacity: %d is outside 1..1024", o.agentCapacity)
-	case o.heartbeatInterval < time.Second || o.heartbeatInterval > 2*time.Minute:
-		return usageError("--heartbeat-interval: %s is outside 1s..2m", o.heartbeatInterval)
-	case o.tickInterval < 10*time.Millisecond || o.tickInterval > time.Minute:
-		return usageError("--tick-interval: %s is outside 10ms..1m", o.tickInterval)
 	case o.drainTimeout < 0:
 		return usageError("--drain-timeout: must not be negative")
 	case o.databaseURL == "" && o.dataDir == "":
 		return usageError("--data-dir: required when --database-url is empty")
 	}
-	if err := o.recovery.thresholds().Validate(o.heartbeatInterval); err != nil {
-		return usageError("%v", err)
-	}
-	if err := o.recovery.retention.Validate(); err != nil {
-		return usageError("%v", err)
-	}
-	return nil
+	return o.planeOpts.validate()
 }
 
 func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {

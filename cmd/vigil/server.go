@@ -14,7 +14,6 @@ import (
 
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
-	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -27,12 +26,7 @@ type serverOpts struct {
 	etcdUser, etcdPW  string
 	electionTTL       time.Duration
 	replicaID         string
-	listen            string
-	agentToken        string
-	operatorToken     string
-	tickInterval      time.Duration
-	heartbeatInterval time.Duration
-	recovery          *recoveryOpts
+	planeOpts
 }
 
 func newServerCmd() *cobra.Command {
@@ -62,12 +56,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&o.etcdPW, "etcd-password", "", "etcd password (etcd auth)")
 	f.DurationVar(&o.electionTTL, "election-ttl", leader.DefaultElectionTTL, "etcd session TTL: a dead leader is replaced within about this long (whole seconds)")
 	f.StringVar(&o.replicaID, "replica-id", replicaID(), "this replica's unique id (default hostname-pid)")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
-	f.StringVar(&o.agentToken, "agent-token", "", "bearer token for agents (required)")
-	f.StringVar(&o.operatorToken, "operator-token", "", "bearer token for operators (required)")
-	f.DurationVar(&o.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
-	f.DurationVar(&o.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
-	o.recovery = addRecoveryFlags(cmd)
+	addPlaneFlags(cmd, &o.planeOpts, " (required)")
 	return cmd
 }
 
@@ -83,22 +72,12 @@ func (o *serverOpts) validate() error {
 		return usageError("--replica-id: must not be empty")
 	case (o.etcdCert == "") != (o.etcdKey == ""):
 		return usageError("--etcd-cert and --etcd-key: give both or neither")
-	case o.heartbeatInterval < time.Second || o.heartbeatInterval > 2*time.Minute:
-		return usageError("--heartbeat-interval: %s is outside 1s..2m", o.heartbeatInterval)
-	case o.tickInterval < 10*time.Millisecond || o.tickInterval > time.Minute:
-		return usageError("--tick-interval: %s is outside 10ms..1m", o.tickInterval)
 	}
 	if o.electionTTL < leader.MinElectionTTL || o.electionTTL > leader.MaxElectionTTL || o.electionTTL%time.Second != 0 {
 		return usageError("--election-ttl: %s must be whole seconds between %s and %s",
 			o.electionTTL, leader.MinElectionTTL, leader.MaxElectionTTL)
 	}
-	if err := o.recovery.thresholds().Validate(o.heartbeatInterval); err != nil {
-		return usageError("%v", err)
-	}
-	if err := o.recovery.retention.Validate(); err != nil {
-		return usageError("%v", err)
-	}
-	return nil
+	return o.planeOpts.validate()
 }
 
 // etcdTLS builds the client TLS config from the flags; nil when none given.
