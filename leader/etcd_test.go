@@ -6,7 +6,6 @@ package leader
 // for the whole test binary.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,37 +25,10 @@ import (
 	"github.com/vigil-sched/vigil/leader/etcdtest"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
-	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // testTTL is the session TTL of these tests: the shortest etcd honours.
 const testTTL = 2 * time.Second
-
-func openEtcdTestStore(t *testing.T) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), storetest.DB(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	return st
-}
-
-// lockedBuffer is a goroutine-safe log sink.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // replica is one elector with its own etcd client, running Run until the
 // test ends.
@@ -64,7 +36,7 @@ type replica struct {
 	id      string
 	e       *Etcd
 	cli     *clientv3.Client
-	logs    *lockedBuffer
+	logs    *syncBuffer
 	m       *metrics.Metrics
 	done    chan error // Run's result
 	stopped chan error // OnStoppedLeading's err, one per term
@@ -96,7 +68,7 @@ func startReplica(t *testing.T, endpoints []string, st *store.Store, id string,
 	r := &replica{
 		id:      id,
 		cli:     etcdtest.NewClient(t, endpoints),
-		logs:    &lockedBuffer{},
+		logs:    &syncBuffer{},
 		m:       metrics.New(),
 		done:    make(chan error, 1),
 		stopped: make(chan error, 100),
@@ -229,7 +201,7 @@ func TestNewEtcdValidatesConfig(t *testing.T) {
 // Three replicas, one store: never more than one leads, and one does.
 func TestEtcdAtMostOneLeader(t *testing.T) {
 	t.Parallel()
-	st := openEtcdTestStore(t)
+	st := openStore(t)
 	eps := etcdtest.Start(t)
 	admin := etcdtest.NewClient(t, eps)
 	start := time.Now()
@@ -293,7 +265,7 @@ func TestEtcdFailoverWhenLeaderSessionDies(t *testing.T) {
 	for _, how := range []string{"lease revoked", "client closed"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			st := openEtcdTestStore(t)
+			st := openStore(t)
 			eps := etcdtest.Start(t)
 			admin := etcdtest.NewClient(t, eps)
 			var rs []*replica
@@ -369,7 +341,7 @@ func TestEtcdFailoverWhenLeaderSessionDies(t *testing.T) {
 // returns nil.
 func TestEtcdResignHandsOverFast(t *testing.T) {
 	t.Parallel()
-	st := openEtcdTestStore(t)
+	st := openStore(t)
 	eps := etcdtest.Start(t)
 	admin := etcdtest.NewClient(t, eps)
 	var rs []*replica
@@ -422,7 +394,7 @@ func TestEtcdResignHandsOverFast(t *testing.T) {
 // takes the fence. When it wakes up, none of its writes land.
 func TestEtcdDeposedLeaderCannotWrite(t *testing.T) {
 	t.Parallel()
-	st := openEtcdTestStore(t)
+	st := openStore(t)
 	eps := etcdtest.Start(t)
 	admin := etcdtest.NewClient(t, eps)
 	ctx := context.Background()
@@ -638,7 +610,7 @@ func TestVerifyOwnership(t *testing.T) {
 // Two Runs of one elector at once are refused.
 func TestEtcdRunTwiceIsRefused(t *testing.T) {
 	t.Parallel()
-	st := openEtcdTestStore(t)
+	st := openStore(t)
 	eps := etcdtest.Start(t)
 	r := startReplica(t, eps, st, "solo", fencedWork(st))
 	waitLeader(t, []*replica{r}, nil, 10*time.Second)

@@ -1,4 +1,4 @@
-package leader_test
+package leader
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/dag"
-	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
@@ -48,8 +47,8 @@ func (s *syncBuffer) String() string {
 
 // leaderWork writes through the fence every 20 ms until fenced or stopped,
 // like the scheduler does.
-func leaderWork(st *store.Store) func(ctx context.Context, term leader.Term) error {
-	return func(ctx context.Context, term leader.Term) error {
+func leaderWork(st *store.Store) func(ctx context.Context, term Term) error {
+	return func(ctx context.Context, term Term) error {
 		for {
 			if _, err := st.StartQueuedRuns(ctx, term.Epoch); err != nil {
 				if ctx.Err() != nil {
@@ -76,16 +75,16 @@ func TestSecondLiteProcessFencesOutTheFirst(t *testing.T) {
 
 	logs1 := &syncBuffer{}
 	m1 := metrics.New()
-	first := leader.NewStatic(st, "first", slog.New(slog.NewTextHandler(logs1, nil)), m1)
+	first := NewStatic(st, "first", slog.New(slog.NewTextHandler(logs1, nil)), m1)
 	done1 := make(chan error, 1)
-	go func() { done1 <- first.Run(ctx, leader.Callbacks{OnStartedLeading: leaderWork(st)}) }()
+	go func() { done1 <- first.Run(ctx, Callbacks{OnStartedLeading: leaderWork(st)}) }()
 	require.Eventually(t, func() bool { return first.Status().Leading }, 10*time.Second, 10*time.Millisecond)
 	firstEpoch := first.Status().Epoch
 
-	second := leader.NewStatic(st, "second", nil, nil)
+	second := NewStatic(st, "second", nil, nil)
 	ctx2, cancel2 := context.WithCancel(ctx)
 	done2 := make(chan error, 1)
-	go func() { done2 <- second.Run(ctx2, leader.Callbacks{OnStartedLeading: leaderWork(st)}) }()
+	go func() { done2 <- second.Run(ctx2, Callbacks{OnStartedLeading: leaderWork(st)}) }()
 	require.Eventually(t, func() bool { return second.Status().Leading }, 10*time.Second, 10*time.Millisecond)
 	assert.Greater(t, second.Status().Epoch, firstEpoch)
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -112,4 +113,19 @@ func newLogger(cmd *cobra.Command, w io.Writer) (*slog.Logger, error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runE builds a RunE for a long-running command: validate its flags (exit
+// 2 on error), build the logger, then run.
+func runE(validate func() error, run func(ctx context.Context, log *slog.Logger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if err := validate(); err != nil {
+			return err
+		}
+		log, err := newLogger(cmd, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), log)
+	}
 }

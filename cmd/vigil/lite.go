@@ -119,17 +119,8 @@ func newLiteCmd() *cobra.Command {
 		Use:   "lite",
 		Short: "Run Vigil Lite: API, scheduler and in-process agents in one process",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			log, err := newLogger(cmd, os.Stderr)
-			if err != nil {
-				return err
-			}
-			return runLite(cmd.Context(), o, log)
-		},
 	}
+	cmd.RunE = runE(o.validate, func(ctx context.Context, log *slog.Logger) error { return runLite(ctx, o, log) })
 	f := cmd.Flags()
 	f.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL; empty starts a private cluster under --data-dir")
 	f.StringVar(&o.dataDir, "data-dir", ".vigil", "directory for the private PostgreSQL cluster and generated tokens")

@@ -35,17 +35,8 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run a Pro replica: serves the API; leads (scheduler and reapers) when elected through etcd",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			log, err := newLogger(cmd, os.Stderr)
-			if err != nil {
-				return err
-			}
-			return runServer(cmd.Context(), o, log)
-		},
 	}
+	cmd.RunE = runE(o.validate, func(ctx context.Context, log *slog.Logger) error { return runServer(ctx, o, log) })
 	f := cmd.Flags()
 	f.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL (required)")
 	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "etcd endpoints, comma-separated (required)")
