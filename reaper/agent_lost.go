@@ -102,6 +102,10 @@ func agentName(id *int64) string {
 // holds back, or returns "" once this leader has led, with the database
 // reachable, for the agent-lost threshold (DESIGN §6 post-leadership grace).
 func graceNotice(reaper string, now time.Time, term Term, th Thresholds) string {
+	if gap := now.Sub(term.CheckedAt); term.MaxGap > 0 && gap > term.MaxGap {
+		return fmt.Sprintf("%s reaper holding back: %s passed since the leader last checked for a stall (limit %s); the grace restarts first",
+			reaper, gap.Round(time.Millisecond), term.MaxGap)
+	}
 	led := now.Sub(term.GraceStart)
 	if led >= th.AgentLost {
 		return ""

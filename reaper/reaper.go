@@ -51,6 +51,14 @@ const DefaultBatch = 500
 type Term struct {
 	Epoch      int64
 	GraceStart time.Time
+	// CheckedAt is when the leader last confirmed, on the database clock,
+	// that it was not stalled; MaxGap is the longest pause it tolerates.
+	// A sweep whose own clock reading is further than MaxGap past
+	// CheckedAt was itself stalled after the check, and holds back the
+	// heartbeat-based reapers until the leader restarts the grace. Zero
+	// MaxGap disables the check.
+	CheckedAt time.Time
+	MaxGap    time.Duration
 }
 
 // Config configures the reapers. Store, Metrics and Thresholds are

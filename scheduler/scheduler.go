@@ -207,10 +207,12 @@ func (s *Scheduler) restartGraceAfterGap(ctx context.Context, epoch int64, rt *r
 	}
 	gap := now.Sub(*lastOK)
 	*lastOK = now
+	next := &reaper.Term{Epoch: epoch, GraceStart: rt.GraceStart, CheckedAt: now, MaxGap: s.gapLimit()}
 	if !dbDown && gap <= s.gapLimit() {
-		return rt, nil
+		s.setTerm(next)
+		return next, nil
 	}
-	next := &reaper.Term{Epoch: epoch, GraceStart: now}
+	next.GraceStart = now
 	s.setTerm(next)
 	s.log.Info("agent-lost grace restarted: agents could not report meanwhile",
 		"database_was_unreachable", dbDown, "gap", gap.Round(time.Millisecond), "grace_start", now)
@@ -223,7 +225,7 @@ func (s *Scheduler) startGrace(ctx context.Context, epoch int64) (*reaper.Term, 
 	for {
 		now, err := s.cfg.Clock.Now(ctx)
 		if err == nil {
-			rt := &reaper.Term{Epoch: epoch, GraceStart: now}
+			rt := &reaper.Term{Epoch: epoch, GraceStart: now, CheckedAt: now, MaxGap: s.gapLimit()}
 			s.setTerm(rt)
 			return rt, nil
 		}
