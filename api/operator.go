@@ -123,6 +123,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, run)
 }
 
+// runEvents serves one page of a run's timeline: ?after=ID (exclusive
+// cursor, default 0) and ?limit=N (1..protocol.EventsPageMax, default
+// protocol.EventsPageDefault). The reply's next_cursor is the after of the
+// next page, null on the last one.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "run_id")
 	if !ok {
@@ -132,15 +136,16 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	events, err := s.cfg.Store.RunEvents(r.Context(), id, after)
+	limit, ok := queryLimit(w, r, "limit", protocol.EventsPageDefault, protocol.EventsPageMax)
+	if !ok {
+		return
+	}
+	page, err := s.cfg.Store.RunEventsPage(r.Context(), id, after, limit)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	if events == nil {
-		events = []protocol.Event{}
-	}
-	writeJSON(w, http.StatusOK, protocol.EventList{Events: events})
+	writeJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -190,7 +195,25 @@ func queryInt(w http.ResponseWriter, r *http.Request, name string) (int64, bool)
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("%s: %q must be a non-negative integer", name, v))
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			fmt.Sprintf("query parameter %s: %q must be a non-negative integer", name, v))
+		return 0, false
+	}
+	return n, true
+}
+
+// queryLimit reads an optional page-size query parameter in 1..maxN (def
+// when absent), writing a 400 naming it, the range and the value when it
+// is not one.
+func queryLimit(w http.ResponseWriter, r *http.Request, name string, def, maxN int) (int, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxN {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			fmt.Sprintf("query parameter %s: %q must be an integer in 1..%d", name, v, maxN))
 		return 0, false
 	}
 	return n, true

@@ -641,12 +641,34 @@ func runDetail(t *testing.T, lite *liteProc, id int64) protocol.RunDetail {
 	return d
 }
 
-// runEvents is GET /v1/runs/{id}/events.
+// runEvents is every event of run id, oldest first: GET
+// /v1/runs/{id}/events page after page.
 func runEvents(t *testing.T, lite *liteProc, id int64) []protocol.Event {
 	t.Helper()
-	var l protocol.EventList
-	getJSON(t, lite, fmt.Sprintf("/v1/runs/%d/events", id), &l)
-	return l.Events
+	events, err := tryRunEvents(lite, id)
+	require.NoError(t, err)
+	return events
+}
+
+// tryRunEvents reads every page of GET /v1/runs/{id}/events (the server's
+// default page size), following next_cursor until it is null.
+func tryRunEvents(lite *liteProc, id int64) ([]protocol.Event, error) {
+	var all []protocol.Event
+	after := int64(0)
+	for {
+		var page protocol.EventList
+		if err := tryGetJSON(lite, fmt.Sprintf("/v1/runs/%d/events?after=%d", id, after), &page); err != nil {
+			return all, err
+		}
+		all = append(all, page.Events...)
+		if page.NextCursor == nil {
+			return all, nil
+		}
+		if *page.NextCursor <= after {
+			return all, fmt.Errorf("run %d events: next_cursor %d does not move past after=%d", id, *page.NextCursor, after)
+		}
+		after = *page.NextCursor
+	}
 }
 
 // taskLogs is GET /v1/runs/{id}/tasks/{task}/logs (first page, every try).

@@ -88,6 +88,20 @@ func TestLiteRunsExamplePipeline(t *testing.T) {
 	}
 	assert.Len(t, succeeded, 8, "a ti_success event per task: %v", succeeded)
 
+	// The CLI reads the timeline a page at a time: pages of 3 events give
+	// the same timeline, and --after starts past an event.
+	out, code = cli(t, lite, "runs", "events", strconv.FormatInt(runID, 10), "--limit", "3", "-o", "json")
+	require.Equal(t, 0, code, out)
+	var paged []protocol.Event
+	require.NoError(t, json.Unmarshal([]byte(out), &paged))
+	require.Greater(t, len(events), 3, "the run has several pages of 3 events")
+	assert.Equal(t, events, paged)
+	out, code = cli(t, lite, "runs", "events", strconv.FormatInt(runID, 10), "--after", strconv.FormatInt(events[1].ID, 10), "--limit", "2", "-o", "json")
+	require.Equal(t, 0, code, out)
+	var pastSecond []protocol.Event
+	require.NoError(t, json.Unmarshal([]byte(out), &pastSecond))
+	assert.Equal(t, events[2:], pastSecond)
+
 	// The tasks really did the work: the merged aggregate has one line per
 	// key (12 keys), and report removed the bulky input.
 	work := filepath.Join(lite.TmpDir, "vigil-examples", "pipeline", strconv.FormatInt(runID, 10))

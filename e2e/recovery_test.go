@@ -92,11 +92,11 @@ tasks:
 
 	var lost *protocol.Event
 	waitFor(t, 15*time.Second, func() bool {
-		var l protocol.EventList
-		if tryGetJSON(lite, fmt.Sprintf("/v1/runs/%d/events", run.ID), &l) != nil {
+		events, err := tryRunEvents(lite, run.ID)
+		if err != nil {
 			return false
 		}
-		lost = findEvent(l.Events, func(e protocol.Event) bool { return e.Kind == "agent_lost" })
+		lost = findEvent(events, func(e protocol.Event) bool { return e.Kind == "agent_lost" })
 		return lost != nil
 	}, "an agent_lost event")
 	observed := time.Since(killedAt)
@@ -334,6 +334,11 @@ tasks:
 		tag, err := db.Exec(ctx, `UPDATE task_instances SET `+column+` = now() - interval '10 minutes' WHERE id = $1`, id)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, tag.RowsAffected())
+		// Keep the agent's oldest_heartbeat_at no later than its TIs'
+		// stamps, as claims and heartbeats do.
+		_, err = db.Exec(ctx, `UPDATE agents SET oldest_heartbeat_at = now() - interval '10 minutes'
+			WHERE id = (SELECT agent_id FROM task_instances WHERE id = $1)`, id)
+		require.NoError(t, err)
 	}
 	age("queued_at", lonely.ID)
 	age("last_heartbeat_at", ghost.ID)

@@ -154,30 +154,6 @@ func (s *Store) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error
 	return protocol.RunDetail{Run: run, TaskInstances: tis}, nil
 }
 
-// RunEvents returns a run's timeline, oldest first, with id > afterID.
-// Errors: ErrNotFound when the run does not exist.
-func (s *Store) RunEvents(ctx context.Context, runID, afterID int64) ([]protocol.Event, error) {
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)`, runID).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("run %d events: %w", runID, err)
-	}
-	if !exists {
-		return nil, fmt.Errorf("run %d: %w", runID, ErrNotFound)
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, run_id, created_at, kind, ti_id, coalesce(task_id, ''), try_number,
-		       coalesce(attempt_id::text, ''), agent_id, message
-		  FROM events WHERE run_id = $1 AND id > $2 ORDER BY id`, runID, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("run %d events: %w", runID, err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Event, error) {
-		var e protocol.Event
-		err := r.Scan(&e.ID, &e.RunID, &e.Time, &e.Kind, &e.TIID, &e.TaskID, &e.TryNumber, &e.AttemptID, &e.AgentID, &e.Message)
-		return e, err
-	})
-}
-
 // cancelRunTx cancels run runID and every non-terminal TI of it inside
 // tx, with events and a scheduler wake-up. The caller has checked (and
 // locked) the run's state.

@@ -127,16 +127,47 @@ func (c *Client) GetRun(ctx context.Context, id int64) (protocol.RunDetail, erro
 	return out, err
 }
 
-// RunEvents returns the run's events with an id above after, in id order
-// (GET /v1/runs/{id}/events).
-func (c *Client) RunEvents(ctx context.Context, id int64, after int64) ([]protocol.Event, error) {
+// RunEventsPage returns one page of the run's events (GET
+// /v1/runs/{id}/events): those with an id above after, oldest first, at
+// most limit of them. after 0 reads from the start; a limit ≤ 0 leaves the
+// page size to the server (protocol.EventsPageDefault), and a limit above
+// protocol.EventsPageMax is an *APIError with status 400. The page's
+// NextCursor is the after of the next page, nil on the last one.
+func (c *Client) RunEventsPage(ctx context.Context, id, after int64, limit int) (protocol.EventList, error) {
 	q := url.Values{}
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
 	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
 	var out protocol.EventList
 	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/events", q), nil, &out)
-	return out.Events, err
+	return out, err
+}
+
+// RunEvents returns every event of the run with an id above after, oldest
+// first, reading page after page of pageSize events (≤ 0: the server's
+// default) by following NextCursor until the last page. Errors: those of
+// RunEventsPage, or an error naming the cursor when the server replies
+// with a next_cursor that does not move past the page's after (which
+// would otherwise loop for ever).
+func (c *Client) RunEvents(ctx context.Context, id, after int64, pageSize int) ([]protocol.Event, error) {
+	var all []protocol.Event
+	for {
+		page, err := c.RunEventsPage(ctx, id, after, pageSize)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, page.Events...)
+		if page.NextCursor == nil {
+			return all, nil
+		}
+		if *page.NextCursor <= after {
+			return all, fmt.Errorf("GET %s/events: next_cursor %d does not move past after=%d", runPath(id), *page.NextCursor, after)
+		}
+		after = *page.NextCursor
+	}
 }
 
 // CancelRun cancels a queued or running run (POST /v1/runs/{id}/cancel)

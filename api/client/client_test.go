@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,13 +126,22 @@ func TestQueries(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "", rec.RawQuery)
 
-	c, rec = fake(t, 200, `{"events":[{"id":4,"run_id":2,"time":"2026-01-02T03:04:05Z","kind":"ti_state","message":"m"}]}`)
-	evs, err := c.RunEvents(context.Background(), 2, 3)
+	c, rec = fake(t, 200, `{"events":[{"id":4,"run_id":2,"time":"2026-01-02T03:04:05Z","kind":"ti_state","message":"m"}],"next_cursor":4}`)
+	page, err := c.RunEventsPage(context.Background(), 2, 3, 1)
 	require.NoError(t, err)
-	require.Len(t, evs, 1)
-	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), evs[0].Time)
+	require.Len(t, page.Events, 1)
+	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), page.Events[0].Time)
+	require.NotNil(t, page.NextCursor)
+	assert.Equal(t, int64(4), *page.NextCursor)
 	assert.Equal(t, "/v1/runs/2/events", rec.RawPath)
-	assert.Equal(t, "after=3", rec.RawQuery)
+	assert.Equal(t, "after=3&limit=1", rec.RawQuery)
+
+	c, rec = fake(t, 200, `{"events":[],"next_cursor":null}`)
+	page, err = c.RunEventsPage(context.Background(), 2, 0, 0)
+	require.NoError(t, err)
+	assert.Empty(t, page.Events)
+	assert.Nil(t, page.NextCursor)
+	assert.Equal(t, "", rec.RawQuery, "after 0 and limit 0 leave both to the server")
 
 	c, rec = fake(t, 200, `{"id":2,"state":"cancelled"}`)
 	run, err := c.CancelRun(context.Background(), 2)
@@ -172,3 +182,56 @@ func TestTransportError(t *testing.T) {
 	var ae *APIError
 	assert.False(t, errors.As(err, &ae))
 }
+
+// RunEvents follows next_cursor from page to page until a page has none.
+func TestRunEventsFollowsPages(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		after := r.URL.Query().Get("after")
+		var page protocol.EventList
+		switch after {
+		case "":
+			page = protocol.EventList{Events: []protocol.Event{{ID: 1}, {ID: 2}}, NextCursor: ptr(int64(2))}
+		case "2":
+			page = protocol.EventList{Events: []protocol.Event{{ID: 5}, {ID: 9}}, NextCursor: ptr(int64(9))}
+		case "9":
+			page = protocol.EventList{Events: []protocol.Event{{ID: 10}}}
+		default:
+			t.Errorf("unexpected after=%q", after)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(page)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "s3cret", srv.Client())
+	require.NoError(t, err)
+	evs, err := c.RunEvents(context.Background(), 7, 0, 2)
+	require.NoError(t, err)
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	assert.Equal(t, []int64{1, 2, 5, 9, 10}, ids)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"limit=2", "after=2&limit=2", "after=9&limit=2"}, queries)
+}
+
+// A next_cursor that does not move forward is an error, not an endless loop.
+func TestRunEventsRejectsStuckCursor(t *testing.T) {
+	t.Parallel()
+	c, _ := fake(t, 200, `{"events":[{"id":3}],"next_cursor":3}`)
+	evs, err := c.RunEvents(context.Background(), 7, 3, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "next_cursor 3 does not move past after=3")
+	assert.Len(t, evs, 1, "the events read so far are returned with the error")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -91,9 +91,27 @@ type Event struct {
 	Message   string    `json:"message"`
 }
 
-// EventList is GET /v1/runs/{id}/events.
+// Page sizes of GET /v1/runs/{id}/events, in events.
+const (
+	// EventsPageDefault is the page size when the request has no limit.
+	EventsPageDefault = 500
+	// EventsPageMax is the largest limit the endpoint accepts.
+	EventsPageMax = 5000
+)
+
+// EventList is one page of GET /v1/runs/{id}/events?after=ID&limit=N: the
+// run's events with an id above after (default 0), oldest first (by id),
+// at most limit of them (default EventsPageDefault, at most
+// EventsPageMax).
+//
+// NextCursor is the id of the page's last event when more events followed
+// it as the page was read: pass it as after to read the next page. It is
+// null on the last page. A reader that keeps watching a live run polls
+// with after set to the last id it has seen, not with NextCursor, which is
+// null once it has caught up.
 type EventList struct {
-	Events []Event `json:"events"`
+	Events     []Event `json:"events"`
+	NextCursor *int64  `json:"next_cursor"`
 }
 
 // StoredLogLine is one log line as read back by GET

@@ -322,20 +322,33 @@ func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time) error {
 }
 
 func newRunsEventsCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
+	var (
+		after int64
+		limit int
+	)
+	cmd := &cobra.Command{
 		Use:   "events RUN_ID",
 		Short: "Show a run's timeline of events",
-		Args:  exactArgs("RUN_ID"),
+		Long: fmt.Sprintf(`Show a run's timeline of events, oldest first. The server returns it a page
+at a time; this reads every page (--limit events per request, 1..%d)
+from the event after --after (0: the start) to the end.`, protocol.EventsPageMax),
+		Args: exactArgs("RUN_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseRunID(args[0])
 			if err != nil {
 				return err
 			}
+			if limit < 1 || limit > protocol.EventsPageMax {
+				return usageError("--limit: %d must be in 1..%d", limit, protocol.EventsPageMax)
+			}
+			if after < 0 {
+				return usageError("--after: %d must not be negative", after)
+			}
 			c, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			events, err := c.RunEvents(cmd.Context(), id, 0)
+			events, err := c.RunEvents(cmd.Context(), id, after, limit)
 			if err != nil {
 				return err
 			}
@@ -353,6 +366,10 @@ func newRunsEventsCmd(o *clientOpts) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	f := cmd.Flags()
+	f.Int64Var(&after, "after", 0, "start after the event with this id (0: from the first event)")
+	f.IntVar(&limit, "limit", protocol.EventsPageDefault, fmt.Sprintf("events per request, 1..%d; every page is read", protocol.EventsPageMax))
+	return cmd
 }
 
 func newRunsCancelCmd(o *clientOpts) *cobra.Command {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -248,6 +250,91 @@ func TestRunsEvents(t *testing.T) {
 	assert.Equal(t, []string{"TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE"}, strings.Fields(lines[0]))
 	assert.Equal(t, []string{fmtTime(cliTime(0)), "run_queued", "-", "-", "-", "triggered"}, strings.Fields(lines[1]))
 	assert.Equal(t, []string{fmtTime(cliTime(1)), "ti_claimed", "extract", "1", "4", "claimed"}, strings.Fields(lines[2]))
+	assert.Equal(t, []string{"GET /v1/runs/12/events?limit=500"}, f.requestLog(), "one page of the default size")
+}
+
+// pagedEvents serves GET /v1/runs/12/events from events the way the server
+// pages them: ids above ?after, at most ?limit, next_cursor while more
+// remain.
+func pagedEvents(t *testing.T, f *fakeAPI, events []protocol.Event) {
+	f.mux.HandleFunc("GET /v1/runs/12/events", func(w http.ResponseWriter, r *http.Request) {
+		after, err := strconv.ParseInt(cmp.Or(r.URL.Query().Get("after"), "0"), 10, 64)
+		require.NoError(t, err)
+		limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+		require.NoError(t, err)
+		page := protocol.EventList{Events: []protocol.Event{}}
+		for _, e := range events {
+			if e.ID <= after {
+				continue
+			}
+			if len(page.Events) == limit {
+				page.NextCursor = ptrTo(page.Events[limit-1].ID)
+				break
+			}
+			page.Events = append(page.Events, e)
+		}
+		fakeJSON(w, http.StatusOK, page)
+	})
+}
+
+func TestRunsEventsReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	var events []protocol.Event
+	for i := range 7 {
+		id := int64(10 + 3*i) // ids need not be contiguous: 10, 13, ..., 28
+		events = append(events, protocol.Event{ID: id, RunID: 12, Time: cliTime(i), Kind: "ti_state", Message: "event " + strconv.FormatInt(id, 10)})
+	}
+	pagedEvents(t, f, events)
+
+	r := runCLI(t, append([]string{"runs", "events", "12", "--limit", "3"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 1+7)
+	for i, l := range lines[1:] {
+		assert.Equal(t, []string{fmtTime(cliTime(i)), "ti_state", "-", "-", "-", "event", strconv.Itoa(10 + 3*i)}, strings.Fields(l))
+	}
+	assert.Equal(t, []string{
+		"GET /v1/runs/12/events?limit=3",
+		"GET /v1/runs/12/events?after=16&limit=3",
+		"GET /v1/runs/12/events?after=25&limit=3",
+	}, f.requestLog())
+
+	// -o json prints the events of every page as one array; --after starts
+	// past an id; a page size that divides the rest exactly ends on an
+	// empty page.
+	r = runCLI(t, append([]string{"runs", "events", "12", "--after", "13", "--limit", "5", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var got []protocol.Event
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	assert.Equal(t, events[2:], got)
+	assert.Equal(t, []string{
+		"GET /v1/runs/12/events?after=13&limit=5",
+	}, f.requestLog()[3:])
+
+	r = runCLI(t, append([]string{"runs", "events", "12", "--after", "28", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "[]\n", r.stdout, "no events after the last one: an empty array")
+}
+
+func TestRunsEventsBadFlagsAreUsage(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--limit", "0"}, "--limit: 0 must be in 1..5000"},
+		{[]string{"--limit", "5001"}, "--limit: 5001 must be in 1..5000"},
+		{[]string{"--after", "-1"}, "--after: -1 must not be negative"},
+	} {
+		r := runCLI(t, append(append([]string{"runs", "events", "12"}, c.args...), f.serverArgs()...)...)
+		assert.Equal(t, exitUsage, r.code, "%v: %v", c.args, r.err)
+		if assert.Error(t, r.err, c.args) {
+			assert.Contains(t, r.err.Error(), c.want)
+		}
+	}
+	assert.Empty(t, f.requestLog(), "bad flags send no request")
 }
 
 func TestRunsCancel(t *testing.T) {
