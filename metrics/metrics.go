@@ -21,6 +21,9 @@ const (
 	DecisionExecutionTimeout     = "execution_timeout"
 	DecisionRunTimeout           = "run_timeout"
 	DecisionRetentionPruned      = "retention_pruned"
+	// DecisionReconcileRepaired counts rows the reconcile safety net moved
+	// that the incremental scheduler had missed (adr/0011).
+	DecisionReconcileRepaired    = "reconcile_repaired"
 	DecisionSuffixListError      = "_list_error"
 	DecisionSuffixCandidateError = "_error"
 )

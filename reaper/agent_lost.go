@@ -47,7 +47,7 @@ func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {
 			TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "last_heartbeat_at", SignalAt: c.LastHeartbeatAt,
 			Age: protocol.Duration(c.Age), Message: reap.Message,
 		},
-		apply: func(ctx context.Context, epoch int64) (bool, error) { return r.cfg.Store.ApplyReap(ctx, epoch, reap) },
+		reap: &reap,
 	}
 }
 
@@ -61,7 +61,7 @@ func LostAttempt(c store.StaleRunning, why string) store.Reap {
 	silent := why
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
-		WhereState: "running", WhereStamp: c.LastHeartbeatAt, StampColumn: "last_heartbeat_at",
+		WhereState: "running", WhereStamp: c.LastHeartbeatAt, StampColumn: store.StampHeartbeat,
 	}
 	switch {
 	case !c.Started && c.DispatchAttempts+1 >= MaxDispatchAttempts:

@@ -68,10 +68,7 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber,
 		State: "failed", Reason: "dispatch_lost", Message: cand.Message, EventKind: cand.Decision,
-		WhereState: "queued", WhereStamp: c.QueuedAt, StampColumn: "queued_at",
-		ExtraWhere: store.NoActiveCoverWhere, ExtraArg: activeSince,
+		WhereState: "queued", WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
 	}
-	return plan{ReapCandidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
-		return r.cfg.Store.ApplyReap(ctx, epoch, reap)
-	}}
+	return plan{ReapCandidate: cand, reap: &reap}
 }

@@ -87,13 +87,32 @@ func (e *env) trigger(dagID string) int64 {
 	return run.ID
 }
 
+// schedule runs the incremental scheduler until its queue is drained.
 func (e *env) schedule() {
-	_, err := e.store.StartQueuedRuns(e.ctx, epoch)
-	require.NoError(e.t, err)
-	_, _, err = e.store.ResolveDependencies(e.ctx, epoch)
-	require.NoError(e.t, err)
-	_, err = e.store.QueueScheduled(e.ctx, epoch)
-	require.NoError(e.t, err)
+	for {
+		res, err := e.store.ScheduleDirty(e.ctx, epoch, 1000)
+		require.NoError(e.t, err)
+		if res.Runs == 0 {
+			return
+		}
+	}
+}
+
+// ageHeartbeat sets a TI's last heartbeat to now − d and keeps its agent's
+// oldest_heartbeat_at no later than that, as claims and heartbeats do: a
+// TI whose agent stopped reporting it.
+func (e *env) ageHeartbeat(where string, d time.Duration, arg any) {
+	e.exec(`WITH t AS (UPDATE task_instances SET last_heartbeat_at = now() - $2 * interval '1 microsecond'
+	         WHERE `+where+` RETURNING agent_id, last_heartbeat_at)
+	        UPDATE agents a SET oldest_heartbeat_at = least(a.oldest_heartbeat_at, t.last_heartbeat_at)
+	          FROM t WHERE a.id = t.agent_id`, arg, d.Microseconds())
+}
+
+// idle marks runs the way the scheduler marks a run it cannot move (no
+// active TI, not finalizable): the orphan reaper's candidates. Tests that
+// forge TI states with raw SQL use it, since the scheduler never saw them.
+func (e *env) idle(runIDs ...int64) {
+	e.exec(`UPDATE runs SET idle_since = now() WHERE id = ANY ($1)`, runIDs)
 }
 
 func (e *env) register(name string, tags []string, capacity int) int64 {

@@ -70,7 +70,7 @@ func TestRaceHeartbeatVersusAgentLost(t *testing.T) {
 	e.started(agent, tasks...)
 	wins := map[string]int{}
 	for _, task := range tasks {
-		e.exec(`UPDATE task_instances SET last_heartbeat_at = now() - interval '10 minutes' WHERE id = $1`, task.TIID)
+		e.ageHeartbeat("id = $1", 10*time.Minute, task.TIID)
 		var stops []protocol.StopOrder
 		var hbErr error
 		race(2*time.Millisecond,
@@ -109,7 +109,7 @@ func TestRaceCompletionVersusAgentLost(t *testing.T) {
 	wins := map[string]int{}
 	exit := 1
 	for _, task := range tasks {
-		e.exec(`UPDATE task_instances SET last_heartbeat_at = now() - interval '10 minutes' WHERE id = $1`, task.TIID)
+		e.ageHeartbeat("id = $1", 10*time.Minute, task.TIID)
 		var completeErr error
 		race(6*time.Millisecond,
 			func() {
@@ -191,7 +191,7 @@ func TestRaceSuccessVersusAgentLostIsNeverLost(t *testing.T) {
 	e.started(agent, tasks...)
 	late := 0
 	for _, task := range tasks {
-		e.exec(`UPDATE task_instances SET last_heartbeat_at = now() - interval '10 minutes' WHERE id = $1`, task.TIID)
+		e.ageHeartbeat("id = $1", 10*time.Minute, task.TIID)
 		var completeErr error
 		var wasLate bool
 		race(6*time.Millisecond,

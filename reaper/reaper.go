@@ -97,29 +97,40 @@ func New(cfg Config) (*Reapers, error) {
 }
 
 // plan is one candidate with the guarded write that would act on it.
+// TI transitions (reap) and agent flips (agent) are written in one batch
+// statement per reaper pass; anything else through apply, one at a time.
 type plan struct {
 	protocol.ReapCandidate
-	apply func(ctx context.Context, epoch int64) (bool, error) // nil: nothing to write
+	reap  *store.Reap
+	agent *store.StaleAgent
+	apply func(ctx context.Context, epoch int64) (bool, error) // nil with reap/agent, or nothing to write
 }
 
 // reaperFunc lists and classifies one reaper's candidates at now.
 type reaperFunc func(ctx context.Context, now time.Time, term Term, th Thresholds) ([]plan, string, error)
 
-func (r *Reapers) reapers() []struct {
-	name string
-	fn   reaperFunc
-} {
-	return []struct {
-		name string
-		fn   reaperFunc
-	}{
-		{ReaperAgentInactive, r.planInactiveAgents},
-		{ReaperAgentLost, r.planAgentLost},
-		{ReaperExecutionTimeout, r.planExecutionTimeouts},
-		{ReaperRunTimeout, r.planRunTimeouts},
-		{ReaperDispatchLost, r.planDispatchLost},
-		{ReaperOrphan, r.planOrphans},
+// Names lists every reaper, in the order a full sweep runs them.
+func Names() []string {
+	return []string{ReaperAgentInactive, ReaperAgentLost, ReaperExecutionTimeout, ReaperRunTimeout,
+		ReaperDispatchLost, ReaperOrphan}
+}
+
+func (r *Reapers) reaper(name string) reaperFunc {
+	switch name {
+	case ReaperAgentInactive:
+		return r.planInactiveAgents
+	case ReaperAgentLost:
+		return r.planAgentLost
+	case ReaperExecutionTimeout:
+		return r.planExecutionTimeouts
+	case ReaperRunTimeout:
+		return r.planRunTimeouts
+	case ReaperDispatchLost:
+		return r.planDispatchLost
+	case ReaperOrphan:
+		return r.planOrphans
 	}
+	return nil
 }
 
 // Reaper names, used in metric labels (<name>_list_error, <name>_error)
@@ -139,52 +150,180 @@ const (
 // a failing or panicking candidate counts <reaper>_error and does not stop
 // the others. A fenced write aborts the sweep with the *store.FencedError.
 func (r *Reapers) Sweep(ctx context.Context, term Term) (protocol.ReapReport, error) {
-	return r.run(ctx, term, false)
+	return r.run(ctx, term, false, Names())
 }
 
 // DryRun lists every candidate of every reaper, with its signal, age and
 // the decision it would get, and writes nothing (vigil reap --dry-run).
 func (r *Reapers) DryRun(ctx context.Context, term Term) (protocol.ReapReport, error) {
-	return r.run(ctx, term, true)
+	return r.run(ctx, term, true, Names())
 }
 
-func (r *Reapers) run(ctx context.Context, term Term, dry bool) (protocol.ReapReport, error) {
+// Pass runs the one reaper called name (one of Names) for term: the
+// service that owns it calls this on its own interval.
+func (r *Reapers) Pass(ctx context.Context, name string, term Term) (protocol.ReapReport, error) {
+	if r.reaper(name) == nil {
+		return protocol.ReapReport{}, fmt.Errorf("reaper: unknown reaper %q", name)
+	}
+	return r.run(ctx, term, false, []string{name})
+}
+
+func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) (protocol.ReapReport, error) {
 	rep := protocol.ReapReport{DryRun: dry, Candidates: []protocol.ReapCandidate{}}
 	now, err := r.cfg.Clock.Now(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("reaper clock: %w", err)
 	}
 	th := r.cfg.Thresholds()
-	for _, rp := range r.reapers() {
+	for _, name := range names {
 		start := time.Now()
-		plans, grace, err := rp.fn(ctx, now, term, th)
+		plans, grace, err := r.reaper(name)(ctx, now, term, th)
 		if grace != "" {
 			rep.Grace = strings.TrimSpace(rep.Grace + "\n" + grace)
 		}
 		if err != nil {
-			r.cfg.Metrics.Decide(rp.name + metrics.DecisionSuffixListError)
-			r.log.Warn("reaper list query failed; next sweep retries", "reaper", rp.name, "err", err)
-			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", rp.name, err))
+			r.cfg.Metrics.Decide(name + metrics.DecisionSuffixListError)
+			r.log.Warn("reaper list query failed; next sweep retries", "reaper", name, "err", err)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		for _, p := range plans {
-			if !dry {
-				applied, err := r.act(ctx, rp.name, term.Epoch, p)
-				if store.IsFenced(err) {
-					return rep, err
-				}
-				if err != nil {
-					rep.Errors = append(rep.Errors, err.Error())
-				}
-				p.Applied = applied
-			}
-			rep.Candidates = append(rep.Candidates, p.ReapCandidate)
-		}
 		if !dry {
-			r.cfg.Metrics.ReaperDuration.WithLabelValues(rp.name).Observe(time.Since(start).Seconds())
+			errs, err := r.applyAll(ctx, name, term.Epoch, plans)
+			rep.Errors = append(rep.Errors, errs...)
+			if err != nil {
+				return rep, err
+			}
+			r.cfg.Metrics.ReaperDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}
+		for _, p := range plans {
+			rep.Candidates = append(rep.Candidates, p.ReapCandidate)
 		}
 	}
 	return rep, nil
+}
+
+// applyAll writes a reaper's plans: its TI transitions and agent flips in
+// one batch statement each, the rest one at a time, and records every
+// decision that landed. If a batch statement fails (other than by the
+// fence), its candidates are retried one by one so that a single bad row
+// is counted as <reaper>_error and does not stop the others. It returns
+// the candidate errors, and a *store.FencedError that ends the pass.
+func (r *Reapers) applyAll(ctx context.Context, name string, epoch int64, plans []plan) ([]string, error) {
+	var reaps, agents []int
+	for i, p := range plans {
+		switch {
+		case p.reap != nil:
+			reaps = append(reaps, i)
+		case p.agent != nil:
+			agents = append(agents, i)
+		}
+	}
+	landed := map[int]bool{}
+	if err := r.batch(ctx, epoch, plans, reaps, landed, r.applyReaps); err != nil {
+		return nil, err
+	}
+	if err := r.batch(ctx, epoch, plans, agents, landed, r.markInactive); err != nil {
+		return nil, err
+	}
+	var errs []string
+	for i := range plans {
+		p := &plans[i]
+		if p.reap != nil || p.agent != nil {
+			if ok, done := landed[i]; done {
+				p.Applied = r.record(ctx, name, epoch, *p, ok)
+				continue
+			}
+		}
+		applied, err := r.act(ctx, name, epoch, *p)
+		if store.IsFenced(err) {
+			return errs, err
+		}
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		p.Applied = applied
+	}
+	return errs, nil
+}
+
+// batchFunc writes the plans at idx in one statement and marks which
+// landed.
+type batchFunc func(ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool) error
+
+// batch runs fn over idx in chunks of the batch size. A fenced error is
+// returned; any other error leaves the chunk's plans unmarked, so applyAll
+// retries them one at a time.
+func (r *Reapers) batch(ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool, fn batchFunc) error {
+	for len(idx) > 0 {
+		n := min(len(idx), r.cfg.Batch)
+		err := fn(ctx, epoch, plans, idx[:n], landed)
+		if store.IsFenced(err) {
+			return err
+		}
+		if err != nil {
+			r.log.Warn("reaper batch write failed; retrying its candidates one by one", "err", err)
+			for _, i := range idx[:n] {
+				delete(landed, i)
+			}
+		}
+		idx = idx[n:]
+	}
+	return nil
+}
+
+func (r *Reapers) applyReaps(ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool) error {
+	in := make([]store.Reap, len(idx))
+	for k, i := range idx {
+		in[k] = *plans[i].reap
+	}
+	got, err := r.cfg.Store.ApplyReaps(ctx, epoch, in)
+	if err != nil {
+		return err
+	}
+	ok := make(map[int64]bool, len(got))
+	for _, g := range got {
+		ok[g.TIID] = true
+	}
+	for _, i := range idx {
+		landed[i] = ok[plans[i].reap.TIID]
+	}
+	return nil
+}
+
+func (r *Reapers) markInactive(ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool) error {
+	in := make([]store.StaleAgent, len(idx))
+	for k, i := range idx {
+		in[k] = *plans[i].agent
+	}
+	got, err := r.cfg.Store.MarkAgentsInactive(ctx, epoch, in)
+	if err != nil {
+		return err
+	}
+	ok := make(map[int64]bool, len(got))
+	for _, g := range got {
+		ok[g.AgentID] = true
+	}
+	for _, i := range idx {
+		landed[i] = ok[plans[i].agent.AgentID]
+	}
+	return nil
+}
+
+// single is the one-at-a-time write of a batchable plan, used when its
+// batch failed.
+func (r *Reapers) single(p plan) func(ctx context.Context, epoch int64) (bool, error) {
+	switch {
+	case p.reap != nil:
+		return func(ctx context.Context, epoch int64) (bool, error) {
+			return r.cfg.Store.ApplyReap(ctx, epoch, *p.reap)
+		}
+	case p.agent != nil:
+		return func(ctx context.Context, epoch int64) (bool, error) {
+			got, err := r.cfg.Store.MarkAgentsInactive(ctx, epoch, []store.StaleAgent{*p.agent})
+			return len(got) == 1, err
+		}
+	}
+	return p.apply
 }
 
 // act applies one plan in isolation: a panic or error is counted as
@@ -199,14 +338,22 @@ func (r *Reapers) act(ctx context.Context, name string, epoch int64, p plan) (ap
 			r.log.Error("reaper candidate failed", "reaper", name, "run_id", p.RunID, "ti_id", p.TIID, "err", err)
 		}
 	}()
-	if p.apply == nil {
-		applied = true
-	} else if applied, err = p.apply(ctx, epoch); err != nil || !applied {
-		if err == nil {
-			r.log.Info("reaper lost the race: the signal changed before the write", "reaper", name,
-				"decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID)
+	ok := true // a plan with nothing to write has landed by definition
+	if apply := r.single(p); apply != nil {
+		if ok, err = apply(ctx, epoch); err != nil {
+			return false, err
 		}
-		return applied, err
+	}
+	return r.record(ctx, name, epoch, p, ok), nil
+}
+
+// record counts and logs a decision that landed, or logs the lost race.
+// It returns applied.
+func (r *Reapers) record(ctx context.Context, name string, epoch int64, p plan, applied bool) bool {
+	if !applied {
+		r.log.Info("reaper lost the race: the signal changed before the write", "reaper", name,
+			"decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID)
+		return false
 	}
 	r.cfg.Metrics.Decide(p.Decision)
 	level := slog.LevelInfo
@@ -216,7 +363,7 @@ func (r *Reapers) act(ctx context.Context, name string, epoch int64, p plan) (ap
 	r.log.Log(ctx, level, "scheduler decision", "decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID,
 		"task_id", p.TaskID, "try_number", p.TryNumber, "agent_id", p.AgentID, "epoch", epoch,
 		"signal", p.Signal, "signal_age_seconds", p.Age.D().Seconds(), "message", p.Message)
-	return applied, nil
+	return true
 }
 
 func ptr[T any](v T) *T { return &v }

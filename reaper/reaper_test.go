@@ -119,7 +119,7 @@ func TestPostLeadershipGraceHolds(t *testing.T) {
 	e.started(agent, tasks...)
 	// The agents have been silent for 10 minutes, but this leader only
 	// started leading 30 s ago (a restart, a failover, a database outage).
-	e.exec(`UPDATE task_instances SET last_heartbeat_at = last_heartbeat_at - interval '10 minutes' WHERE run_id = $1`, runID)
+	e.ageHeartbeat("run_id = $1 AND state = 'running'", 10*time.Minute, runID)
 	now := e.dbNow()
 	term := reaper.Term{Epoch: epoch, GraceStart: now.Add(-30 * time.Second)}
 
@@ -226,6 +226,7 @@ func TestOrphanRunReaper(t *testing.T) {
 	e.exec(`UPDATE task_instances SET state = 'success' WHERE run_id = $1`, done)
 	// Stuck: a succeeded, b left 'none' and nothing will ever move it.
 	e.exec(`UPDATE task_instances SET state = CASE task_id WHEN 'a' THEN 'success' ELSE 'none' END WHERE run_id = $1`, stuck)
+	e.idle(done, stuck)
 	// Active: a still queued. Never an orphan.
 
 	rep := e.sweepAt(e.dbNow().Add(4*time.Minute), e.oldTerm())
@@ -264,6 +265,7 @@ func TestDryRunListsExactlyTheCandidates(t *testing.T) {
 	unmatched := e.trigger("gpu")
 	orphan := e.trigger("two")
 	e.exec(`UPDATE task_instances SET state = 'success' WHERE run_id = $1`, orphan)
+	e.idle(orphan)
 	e.exec(`UPDATE agents SET last_heartbeat_at = now() + interval '9 minutes' WHERE id = $1`, agent)
 
 	rep, err := e.reapers.DryRun(e.ctx, e.oldTerm())
@@ -335,12 +337,10 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 	e.started(agent, first...)
 	e.sweepAt(e.dbNow().Add(200*time.Second), e.oldTerm())
 	e.exec(`UPDATE task_instances SET next_retry_at = now() WHERE run_id = $1`, run2)
-	_, err := e.store.RequeueDueRetries(e.ctx, epoch)
-	require.NoError(t, err)
 	e.schedule()
 	second := e.claim(agent, 1)
 	require.Len(t, second, 1)
-	_, _, err = e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: first[0].Attempt, Outcome: "success"})
+	_, _, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: first[0].Attempt, Outcome: "success"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "superseded")
 }
@@ -397,10 +397,12 @@ func TestLateSuccessReopensUpstreamFailedDependents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.only(reaper.ReaperAgentLost)
-	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n")
+	// c keeps the run alive (queued) while a is reaped and b fails upstream.
+	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n  - id: c\n    command: [\"true\"]\n")
 	runID := e.trigger("chain")
 	agent := e.register("w", nil, 1)
 	tasks := e.claim(agent, 1)
+	require.Equal(t, "a", tasks[0].TaskID)
 	e.started(agent, tasks...)
 	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
 	require.Equal(t, "failed", e.ti(runID, "a").State)
@@ -413,7 +415,6 @@ func TestLateSuccessReopensUpstreamFailedDependents(t *testing.T) {
 	assert.Equal(t, "none", e.ti(runID, "b").State)
 	e.schedule()
 	assert.Equal(t, "queued", e.ti(runID, "b").State, "b now runs: its only upstream succeeded")
-	_, err = e.store.FinalizeRuns(e.ctx, epoch)
-	require.NoError(t, err)
+	e.schedule()
 	assert.Equal(t, "running", e.run(runID).State)
 }

@@ -35,7 +35,7 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 		reap := store.Reap{
 			TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
 			Reason: "execution_timeout", EventKind: metrics.DecisionExecutionTimeout,
-			WhereState: "running", WhereStamp: c.StartedAt, StampColumn: "started_at",
+			WhereState: "running", WhereStamp: c.StartedAt, StampColumn: store.StampStarted,
 		}
 		failTry(&reap, c.StaleRunning, what)
 		plans = append(plans, plan{
@@ -44,7 +44,7 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 				TaskID: c.TaskID, TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "started_at",
 				SignalAt: c.StartedAt, Age: protocol.Duration(c.Age), Message: reap.Message,
 			},
-			apply: func(ctx context.Context, epoch int64) (bool, error) { return r.cfg.Store.ApplyReap(ctx, epoch, reap) },
+			reap: &reap,
 		})
 	}
 	return plans, "", nil
@@ -98,9 +98,7 @@ func (r *Reapers) planInactiveAgents(ctx context.Context, now time.Time, term Te
 				Message: fmt.Sprintf("agent %s (%d) silent for %s (threshold %s), %d running task instance(s): marked inactive",
 					c.Name, c.AgentID, c.Age.Round(time.Second), th.AgentLost, c.Running),
 			},
-			apply: func(ctx context.Context, epoch int64) (bool, error) {
-				return r.cfg.Store.MarkAgentInactive(ctx, epoch, c)
-			},
+			agent: &c,
 		})
 	}
 	return plans, "", nil

@@ -23,10 +23,9 @@ const (
 	DefaultRetentionRuns     = 30 * 24 * time.Hour
 	DefaultRetentionAgents   = 7 * 24 * time.Hour
 	DefaultRetentionInterval = time.Hour
-	defaultRetentionBatch    = 500
-	// maxRetentionBatches bounds one pass so pruning never starves ticks;
-	// the next pass continues.
-	maxRetentionBatches = 20
+	// defaultRetentionBatch is small because a run's TIs, events and logs
+	// go with it in the same DELETE: each batch holds its locks briefly.
+	defaultRetentionBatch = 100
 )
 
 // Prune runs one retention pass under epoch and returns how many runs and
@@ -51,16 +50,19 @@ func (s *Scheduler) Prune(ctx context.Context, epoch int64) (runs, agents int, e
 	return runs, agents, nil
 }
 
+// pruneLoop deletes batch after batch until one comes back short: a pass
+// has no ceiling, so retention keeps up with any completion rate, while
+// each batch is its own short transaction.
 func (s *Scheduler) pruneLoop(ctx context.Context, batch func() (int, error)) (int, error) {
 	total := 0
-	for i := 0; i < maxRetentionBatches; i++ {
+	for ctx.Err() == nil {
 		n, err := batch()
 		total += n
 		if err != nil || n < s.cfg.Retention.Batch {
 			return total, err
 		}
 	}
-	return total, nil
+	return total, ctx.Err()
 }
 
 // Validate applies defaults for unset fields and checks bounds; errors

@@ -1,12 +1,14 @@
-// Package scheduler is Vigil's leader loop (DESIGN §5): each tick starts
-// queued runs, resolves dependencies (with upstream_failed propagation),
-// queues scheduled TIs within max_active_tasks, requeues due retries and
-// finalizes runs. It ticks on an interval and wakes early on
-// LISTEN/NOTIFY when a TI completes or a run is triggered.
+// Package scheduler is Vigil's leader work (DESIGN §5, §6): while its
+// replica leads, it runs the incremental scheduler tick, the reconcile
+// safety net, one service per reaper, retention and a stall detector,
+// each an independent maintenance.Service with its own interval, started
+// when the term begins and stopped, all of them, when it ends
+// (adr/0011-incremental-scheduler.md, adr/0012-maintenance-services.md).
 //
-// The loop holds no state a new leader would need: every decision is read
-// from PostgreSQL, so a fresh leader picks up where the last one stopped
-// (KiCI startup recovery). Every write is fenced by the term's epoch.
+// The leader holds no state a new leader would need: every decision is
+// read from PostgreSQL, so a fresh leader picks up where the last one
+// stopped (KiCI startup recovery). Every write is fenced by the term's
+// epoch.
 package scheduler
 
 import (
@@ -14,12 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
@@ -30,6 +34,16 @@ const (
 	DefaultInterval          = time.Second
 	DefaultSweepInterval     = 10 * time.Second
 	DefaultHeartbeatInterval = 15 * time.Second
+	// DefaultReconcileInterval is how often the safety net re-derives
+	// every live run.
+	DefaultReconcileInterval = time.Minute
+	// DefaultTickBatch bounds the dirty runs one fenced pass takes.
+	DefaultTickBatch = 256
+	// DefaultReconcileBatch bounds the runs one reconcile transaction takes.
+	DefaultReconcileBatch = 500
+	// wakeCoalesce is how long a woken tick waits so a burst of
+	// completions costs one pass.
+	wakeCoalesce = 5 * time.Millisecond
 )
 
 // Config configures a Scheduler. Store and Metrics are required.
@@ -38,21 +52,30 @@ type Config struct {
 	Listener *store.Listener // optional: wake on NOTIFY
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
-	Interval time.Duration // default DefaultInterval; 10ms..1m
+	Interval time.Duration // tick interval; default DefaultInterval; 10ms..1m
 	// Thresholds are the configured reaper thresholds (default
 	// reaper.DefaultThresholds); runtime overrides sit on top.
 	Thresholds reaper.Thresholds
 	// HeartbeatInterval is the agents' heartbeat interval, for the
 	// "agent-lost ≥ 2 × heartbeat" rule; default 15s.
 	HeartbeatInterval time.Duration
-	// SweepInterval is how often the reapers run; default 10s, 100ms..10m.
+	// SweepInterval is each reaper service's interval; default 10s,
+	// 100ms..10m.
 	SweepInterval time.Duration
-	Clock         reaper.Clock // default: the database clock
-	Retention     Retention
+	// ReconcileInterval is the safety net's interval; default 1m, 1s..1h.
+	ReconcileInterval time.Duration
+	// TickBatch and ReconcileBatch bound the runs per fenced transaction;
+	// defaults DefaultTickBatch and DefaultReconcileBatch.
+	TickBatch, ReconcileBatch int
+	// Clock is what reapers compare thresholds against and what the stall
+	// detector reads; default the database clock on a dedicated connection.
+	Clock     reaper.Clock
+	Retention Retention
 }
 
-// Scheduler runs the reconcile loop while its replica leads. It is safe for
-// concurrent use: Heartbeat may be called from HTTP handlers.
+// Scheduler runs the leader's services while its replica leads. It is
+// safe for concurrent use: Heartbeat, SweepNow and the threshold API may
+// be called from HTTP handlers at any time.
 type Scheduler struct {
 	cfg      Config
 	log      *slog.Logger
@@ -63,9 +86,12 @@ type Scheduler struct {
 	thMu      sync.RWMutex
 	effective reaper.Thresholds
 
-	sweepMu sync.Mutex // one sweep at a time: the loop's or a forced one
-	termMu  sync.Mutex
-	term    *reaper.Term // nil when not leading
+	mu    sync.Mutex
+	term  *reaper.Term       // nil when not leading
+	group *maintenance.Group // the current term's services; nil when not leading
+	stall *stallDetector
+
+	tickHook func(ctx context.Context) // tests only: runs at the start of every tick
 }
 
 // New validates cfg and returns a Scheduler. Errors name the field.
@@ -76,29 +102,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Metrics == nil {
 		return nil, errors.New("scheduler: Metrics is required")
 	}
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.Interval < 10*time.Millisecond || cfg.Interval > time.Minute {
-		return nil, fmt.Errorf("scheduler: interval %s: must be between 10ms and 1m", cfg.Interval)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Thresholds == (reaper.Thresholds{}) {
-		cfg.Thresholds = reaper.DefaultThresholds()
-	}
-	if cfg.HeartbeatInterval == 0 {
-		cfg.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = DefaultSweepInterval
-	}
-	if cfg.SweepInterval < 100*time.Millisecond || cfg.SweepInterval > 10*time.Minute {
-		return nil, fmt.Errorf("recovery.sweep-interval: %s must be between 100ms and 10m", cfg.SweepInterval)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = reaper.DBClock{Store: cfg.Store}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
 	}
 	if err := cfg.Retention.Validate(); err != nil {
 		return nil, err
@@ -117,173 +122,225 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
+// defaults fills zero fields and checks bounds; errors name the field.
+func (cfg *Config) defaults() error {
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Interval < 10*time.Millisecond || cfg.Interval > time.Minute {
+		return fmt.Errorf("scheduler: interval %s: must be between 10ms and 1m", cfg.Interval)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Thresholds == (reaper.Thresholds{}) {
+		cfg.Thresholds = reaper.DefaultThresholds()
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.SweepInterval < 100*time.Millisecond || cfg.SweepInterval > 10*time.Minute {
+		return fmt.Errorf("recovery.sweep-interval: %s must be between 100ms and 10m", cfg.SweepInterval)
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.ReconcileInterval < time.Second || cfg.ReconcileInterval > time.Hour {
+		return fmt.Errorf("scheduler: reconcile interval %s must be between 1s and 1h", cfg.ReconcileInterval)
+	}
+	cfg.TickBatch = cmpOr(cfg.TickBatch, DefaultTickBatch)
+	cfg.ReconcileBatch = cmpOr(cfg.ReconcileBatch, DefaultReconcileBatch)
+	if cfg.Clock == nil {
+		cfg.Clock = reaper.DBClock{Store: cfg.Store}
+	}
+	return nil
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // Interval is the configured tick period.
 func (s *Scheduler) Interval() time.Duration { return s.cfg.Interval }
 
-// Lead runs ticks for one term until ctx is cancelled (returns nil) or a
-// write is fenced (returns the *store.FencedError). Other errors are
-// logged and the next tick retries, so a database outage pauses
-// scheduling without ending the term; when the database comes back the
-// agent-lost grace starts again. It has the signature of
+// Lead runs the leader's services for one term until ctx is cancelled
+// (returns nil) or a write is fenced (returns the *store.FencedError).
+// Other errors are logged by the service that met them and retried on its
+// next interval, so a database outage pauses the work without ending the
+// term; the stall detector restarts the agent-lost grace when the
+// database comes back. It has the signature of
 // leader.Callbacks.OnStartedLeading.
 func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 	s.leading.Store(true)
 	defer s.leading.Store(false)
+	defer s.setGroup(nil, nil)
 	defer s.setTerm(nil)
-	s.lastTick.Store(time.Now().UnixNano()) // a new term starts fresh for Heartbeat
-	rt, err := s.startGrace(ctx, term.Epoch)
-	if err != nil {
+	s.lastTick.Store(time.Now().UnixNano()) // a new term starts fresh for metrics
+	clock := s.cfg.Clock
+	if db, ok := clock.(reaper.DBClock); ok {
+		cc := db.Store.ClockConn()
+		defer cc.Close()
+		clock = cc
+	}
+	stall := &stallDetector{s: s, epoch: term.Epoch, clock: clock}
+	if err := stall.start(ctx); err != nil {
 		return nil // ctx cancelled
 	}
-	s.log.Info("leading: scheduler and reapers started", "epoch", term.Epoch, "grace_start", rt.GraceStart)
-	wake, reap, unsub := s.subscribe()
+	group, unsub := s.services(term.Epoch, stall)
 	defer unsub()
-	ticker := time.NewTicker(s.cfg.Interval)
-	defer ticker.Stop()
-	var lastSweep time.Time
-	// The first retention pass waits a minute so a restart loop cannot
-	// turn into a pruning loop.
-	lastPrune := time.Now().Add(time.Minute - s.cfg.Retention.Interval)
-	lastOK := rt.GraceStart // database clock of the last successful tick
-	dbDown, forced := false, false
-	for {
-		err := s.Tick(ctx, term.Epoch)
-		if err == nil {
-			// Before any sweep: if the database was down, or the loop was
-			// stalled (a paused database, a stopped process, a laptop
-			// asleep), agents could not heartbeat meanwhile, so staleness
-			// restarts from now (DESIGN §6 grace).
-			rt, err = s.restartGraceAfterGap(ctx, term.Epoch, rt, &lastOK, dbDown)
-			if err == nil {
-				dbDown = false
-			}
-		}
-		if err == nil && (forced || time.Since(lastSweep) >= s.cfg.SweepInterval) {
-			if err = s.RefreshThresholds(ctx); err == nil {
-				_, err = s.sweep(ctx, *rt)
-				lastSweep, forced = time.Now(), false
-			}
-		}
-		if err == nil && time.Since(lastPrune) >= s.cfg.Retention.Interval {
-			_, _, err = s.Prune(ctx, term.Epoch)
-			lastPrune = time.Now()
-		}
-		switch {
-		case store.IsFenced(err):
-			s.cfg.Metrics.FencedWritesRejected.Inc()
-			s.log.Error("write fenced: stopping leadership", "err", err)
-			return err
-		case err != nil && ctx.Err() != nil:
-			return nil
-		case err != nil:
-			dbDown = true
-			s.log.Warn("tick failed; retrying next tick", "err", err, "epoch", term.Epoch)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		case <-wake:
-		case <-reap:
-			forced = true
+	s.setGroup(group, stall)
+	s.log.Info("leading: scheduler and maintenance services started", "epoch", term.Epoch,
+		"grace_start", s.currentTerm().GraceStart)
+	err := group.Run(ctx)
+	if store.IsFenced(err) {
+		s.cfg.Metrics.FencedWritesRejected.Inc()
+		s.log.Error("write fenced: stopping leadership", "err", err)
+		return err
+	}
+	return nil
+}
+
+// Service names, for logs and health.
+const (
+	ServiceTick      = "scheduler_tick"
+	ServiceReconcile = "reconcile"
+	ServiceStall     = "stall_detector"
+	ServiceSettings  = "settings"
+	ServiceRetention = "retention"
+	// Each reaper runs as a service named after it (reaper.Names).
+)
+
+// services builds one term's services, and a func that drops their
+// notification subscriptions.
+func (s *Scheduler) services(epoch int64, stall *stallDetector) (*maintenance.Group, func()) {
+	var unsubs []func()
+	sub := func(channel string) <-chan struct{} {
+		ch, unsub := s.subscribe(channel)
+		unsubs = append(unsubs, unsub)
+		return ch
+	}
+	wake := sub(store.ChanScheduler)
+	svcs := []*maintenance.Service{
+		maintenance.New(maintenance.Config{Name: ServiceStall, Interval: stall.every(), Timeout: s.gapLimit() / 2},
+			stall.pass),
+		maintenance.New(maintenance.Config{Name: ServiceTick, Interval: s.cfg.Interval, Wake: wake, Coalesce: wakeCoalesce},
+			func(ctx context.Context) error { _, err := s.Tick(ctx, epoch); return err }),
+		maintenance.New(maintenance.Config{Name: ServiceReconcile, Interval: s.cfg.ReconcileInterval, InitialDelay: s.cfg.ReconcileInterval},
+			func(ctx context.Context) error { _, err := s.Reconcile(ctx, epoch); return err }),
+		maintenance.New(maintenance.Config{Name: ServiceSettings, Interval: s.cfg.SweepInterval}, s.RefreshThresholds),
+	}
+	for _, name := range reaper.Names() {
+		reap := sub(store.ChanReap)
+		svcs = append(svcs, maintenance.New(maintenance.Config{Name: name, Interval: s.cfg.SweepInterval, Wake: reap},
+			func(ctx context.Context) error {
+				t := s.currentTerm()
+				if t == nil {
+					return nil
+				}
+				_, err := s.reapers.Pass(ctx, name, *t)
+				return err
+			}))
+	}
+	if s.cfg.Retention.Runs > 0 || s.cfg.Retention.Agents > 0 {
+		// The first pass waits a minute so a restart loop cannot turn into
+		// a pruning loop.
+		svcs = append(svcs, maintenance.New(maintenance.Config{Name: ServiceRetention, Interval: s.cfg.Retention.Interval,
+			Timeout: s.cfg.Retention.Interval, InitialDelay: min(time.Minute, s.cfg.Retention.Interval)},
+			func(ctx context.Context) error { _, _, err := s.Prune(ctx, epoch); return err }))
+	}
+	return maintenance.NewGroup(s.log, store.IsFenced, svcs...), func() {
+		for _, u := range unsubs {
+			u()
 		}
 	}
 }
 
-// gapLimit is the longest pause between successful ticks that does not
-// restart the grace: beyond it an agent may have missed a heartbeat
-// because of us, and it matches Heartbeat()'s staleness bound.
+// gapLimit is the longest pause between two stall-detector readings that
+// does not restart the grace: beyond it an agent may have missed a
+// heartbeat because of us.
 func (s *Scheduler) gapLimit() time.Duration {
 	return max(s.cfg.HeartbeatInterval, 3*s.cfg.Interval+time.Second)
 }
 
-// restartGraceAfterGap reads the database clock after a successful tick
-// and restarts the grace when the previous tick failed (the database was
-// unreachable) or was longer ago than gapLimit (a stall without errors).
-func (s *Scheduler) restartGraceAfterGap(ctx context.Context, epoch int64, rt *reaper.Term, lastOK *time.Time, dbDown bool) (*reaper.Term, error) {
-	now, err := s.cfg.Clock.Now(ctx)
-	if err != nil {
-		return rt, err
-	}
-	gap := now.Sub(*lastOK)
-	*lastOK = now
-	next := &reaper.Term{Epoch: epoch, GraceStart: rt.GraceStart, CheckedAt: now, MaxGap: s.gapLimit()}
-	if !dbDown && gap <= s.gapLimit() {
-		s.setTerm(next)
-		return next, nil
-	}
-	next.GraceStart = now
-	s.setTerm(next)
-	s.log.Info("agent-lost grace restarted: agents could not report meanwhile",
-		"database_was_unreachable", dbDown, "gap", gap.Round(time.Millisecond), "grace_start", now)
-	return next, nil
-}
-
-// startGrace reads the clock (retrying while the database is down) and
-// records the term with that grace start.
-func (s *Scheduler) startGrace(ctx context.Context, epoch int64) (*reaper.Term, error) {
-	for {
-		now, err := s.cfg.Clock.Now(ctx)
-		if err == nil {
-			rt := &reaper.Term{Epoch: epoch, GraceStart: now, CheckedAt: now, MaxGap: s.gapLimit()}
-			s.setTerm(rt)
-			return rt, nil
-		}
-		s.log.Warn("cannot read the database clock; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(s.cfg.Interval):
-		}
-	}
-}
-
 func (s *Scheduler) setTerm(t *reaper.Term) {
-	s.termMu.Lock()
+	s.mu.Lock()
 	s.term = t
-	s.termMu.Unlock()
+	s.mu.Unlock()
 }
 
 func (s *Scheduler) currentTerm() *reaper.Term {
-	s.termMu.Lock()
-	defer s.termMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.term
 }
 
-func (s *Scheduler) subscribe() (wake, reap <-chan struct{}, unsub func()) {
-	if s.cfg.Listener == nil {
-		return nil, nil, func() {}
-	}
-	w, u1 := s.cfg.Listener.Subscribe(store.ChanScheduler)
-	r, u2 := s.cfg.Listener.Subscribe(store.ChanReap)
-	return w, r, func() { u1(); u2() }
+func (s *Scheduler) setGroup(g *maintenance.Group, d *stallDetector) {
+	s.mu.Lock()
+	s.group, s.stall = g, d
+	s.mu.Unlock()
 }
 
-func (s *Scheduler) sweep(ctx context.Context, term reaper.Term) (protocol.ReapReport, error) {
-	s.sweepMu.Lock()
-	defer s.sweepMu.Unlock()
-	return s.reapers.Sweep(ctx, term)
+func (s *Scheduler) current() (*maintenance.Group, *stallDetector) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.group, s.stall
+}
+
+func (s *Scheduler) subscribe(channel string) (<-chan struct{}, func()) {
+	if s.cfg.Listener == nil {
+		return nil, func() {}
+	}
+	return s.cfg.Listener.Subscribe(channel)
 }
 
 // ErrNotLeading is returned by SweepNow on a replica that does not lead.
 var ErrNotLeading = errors.New("this replica does not lead")
 
-// SweepNow forces one sweep of every reaper on this (leading) replica and
-// returns what it did (vigil reap). Errors: ErrNotLeading on a follower,
-// whose caller should ask the leader instead (store.RequestSweep).
+// SweepNow forces one pass of every reaper on this (leading) replica and
+// returns what they did (vigil reap). Each runs through its own service,
+// so it never overlaps that service's scheduled pass. Errors:
+// ErrNotLeading on a follower, whose caller should ask the leader instead
+// (store.RequestSweep).
 func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
-	t := s.currentTerm()
-	if t == nil {
+	g, _ := s.current()
+	if g == nil || s.currentTerm() == nil {
 		return protocol.ReapReport{}, ErrNotLeading
 	}
 	if err := s.RefreshThresholds(ctx); err != nil {
 		return protocol.ReapReport{}, err
 	}
-	rep, err := s.sweep(ctx, *t)
-	if store.IsFenced(err) {
-		s.cfg.Metrics.FencedWritesRejected.Inc()
+	all := protocol.ReapReport{Candidates: []protocol.ReapCandidate{}}
+	for _, name := range reaper.Names() {
+		var rep protocol.ReapReport
+		err := g.Service(name).Exclusive(ctx, func(ctx context.Context) error {
+			t := s.currentTerm()
+			if t == nil {
+				return ErrNotLeading
+			}
+			var err error
+			rep, err = s.reapers.Pass(ctx, name, *t)
+			return err
+		})
+		if store.IsFenced(err) {
+			s.cfg.Metrics.FencedWritesRejected.Inc()
+			return all, err
+		}
+		if err != nil {
+			return all, err
+		}
+		all.Candidates = append(all.Candidates, rep.Candidates...)
+		all.Errors = append(all.Errors, rep.Errors...)
+		if rep.Grace != "" {
+			all.Grace = strings.TrimSpace(all.Grace + "\n" + rep.Grace)
+		}
 	}
-	return rep, err
+	return all, nil
 }
 
 // DryRun lists every reaper candidate without writing (vigil reap
@@ -302,57 +359,26 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 	return s.reapers.DryRun(ctx, *t)
 }
 
-// Tick runs the steps of DESIGN §5 once under epoch. The first error
-// stops the tick (the next one retries).
-func (s *Scheduler) Tick(ctx context.Context, epoch int64) error {
-	start := time.Now()
-	st := s.cfg.Store
-	started, err := st.StartQueuedRuns(ctx, epoch)
-	if err != nil {
-		return err
-	}
-	upFailed, scheduled, err := st.ResolveDependencies(ctx, epoch)
-	if err != nil {
-		return err
-	}
-	retried, err := st.RequeueDueRetries(ctx, epoch)
-	if err != nil {
-		return err
-	}
-	queued, err := st.QueueScheduled(ctx, epoch)
-	if err != nil {
-		return err
-	}
-	finalized, err := st.FinalizeRuns(ctx, epoch)
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(start)
-	s.cfg.Metrics.TickDuration.Observe(elapsed.Seconds())
-	now := time.Now()
-	s.lastTick.Store(now.UnixNano())
-	s.cfg.Metrics.LastTick.Set(float64(now.UnixNano()) / 1e9)
-	if started+upFailed+scheduled+retried+queued+finalized > 0 {
-		s.log.Debug("tick", "runs_started", started, "upstream_failed", upFailed, "scheduled", scheduled,
-			"retries_due", retried, "queued", queued, "runs_finalized", finalized, "took", elapsed)
-	}
-	return nil
-}
-
-// Heartbeat reports the scheduler's health (DESIGN §5): an error when the
-// database is unreachable, or when this replica leads and its last tick
-// is older than 3 × interval + 1 s.
+// Heartbeat reports the scheduler's health (DESIGN §5, adr/0012): an error
+// when the database is unreachable, or, on the leader, when the stall
+// detector has had no database clock reading for longer than the gap
+// limit, or when a service has been stuck in one pass past its deadline.
+// How long a tick or sweep takes is not a health signal.
 func (s *Scheduler) Heartbeat(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(pctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
-	if s.leading.Load() {
-		age := time.Since(time.Unix(0, s.lastTick.Load()))
-		if limit := 3*s.cfg.Interval + time.Second; age > limit {
-			return fmt.Errorf("last scheduler tick %s ago exceeds %s", age.Round(time.Millisecond), limit)
-		}
+	g, d := s.current()
+	if !s.leading.Load() || g == nil {
+		return nil
+	}
+	if age, limit := d.silence(), s.gapLimit(); age > limit {
+		return fmt.Errorf("leader stalled: no database clock reading for %s (limit %s)", age.Round(time.Millisecond), limit)
+	}
+	if stuck := g.Stuck(time.Now()); len(stuck) > 0 {
+		return fmt.Errorf("maintenance service stuck: %s", strings.Join(stuck, "; "))
 	}
 	return nil
 }

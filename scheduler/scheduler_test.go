@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,24 +37,125 @@ func newScheduler(t *testing.T, cfg Config) (*Scheduler, *store.Store) {
 	return s, st
 }
 
-func TestHeartbeatReportsStaleTickAndDatabase(t *testing.T) {
+// leadingEnv is a scheduler leading epoch 1 on a stepped clock, with one
+// started TI of run 'd' on agent w.
+type leadingEnv struct {
+	ctx    context.Context
+	s      *Scheduler
+	st     *store.Store
+	clock  *reapertest.Clock
+	run    int64
+	agent  int64
+	task   protocol.ClaimedTask
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func startLeading(t *testing.T, th reaper.Thresholds, hook func(context.Context)) *leadingEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := store.Open(ctx, storetest.DB(t))
+	require.NoError(t, err)
+	dbNow, err := st.Now(ctx)
+	require.NoError(t, err)
+	e := &leadingEnv{ctx: ctx, st: st, clock: reapertest.NewClock(dbNow), done: make(chan error, 1), cancel: cancel}
+	e.s, err = New(Config{Store: st, Metrics: metrics.New(), Interval: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
+		HeartbeatInterval: time.Second, Thresholds: th, Clock: e.clock})
+	require.NoError(t, err)
+	e.s.tickHook = hook
+	spec, err := dag.Parse([]byte("dag_id: d\ntasks:\n  - id: a\n    command: [\"true\"]\n"))
+	require.NoError(t, err)
+	_, err = st.ApplyDAG(ctx, spec)
+	require.NoError(t, err)
+	run, err := st.TriggerRun(ctx, "d")
+	require.NoError(t, err)
+	e.run = run.ID
+	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
+	go func() { e.done <- e.s.Lead(ctx, leader.Term{Epoch: 1, Holder: "t"}) }()
+	e.agent, _, _, err = st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "w", Capacity: 1})
+	require.NoError(t, err)
+	var tasks []protocol.ClaimedTask
+	require.Eventually(t, func() bool {
+		tasks, err = st.Claim(ctx, e.agent, 1)
+		return err == nil && len(tasks) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	e.task = tasks[0]
+	_, _, err = st.Heartbeat(ctx, e.agent, []protocol.HeartbeatEntry{{Attempt: e.task.Attempt, Started: true}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-e.done)
+		st.Close()
+	})
+	return e
+}
+
+func (e *leadingEnv) tiState(t *testing.T) string {
+	d, err := e.st.GetRun(e.ctx, e.run)
+	require.NoError(t, err)
+	return d.TaskInstances[0].State
+}
+
+// Health follows the stall detector (no database clock reading for longer
+// than the gap limit) and the database, not how long work takes.
+func TestHeartbeatReportsStallAndDatabase(t *testing.T) {
 	t.Parallel()
 	s, st := newScheduler(t, Config{Interval: 100 * time.Millisecond})
 	ctx := context.Background()
 	require.NoError(t, s.Heartbeat(ctx), "a follower with a reachable database is healthy")
 
-	s.leading.Store(true)
-	s.lastTick.Store(time.Now().UnixNano())
-	require.NoError(t, s.Heartbeat(ctx))
-	s.lastTick.Store(time.Now().Add(-2 * time.Second).UnixNano()) // > 3 × 100ms + 1s
-	err := s.Heartbeat(ctx)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "last scheduler tick")
+	e := startLeading(t, reaper.Thresholds{AgentLost: 2 * time.Second, DispatchLost: time.Hour, Orphan: time.Hour}, nil)
+	require.NoError(t, e.s.Heartbeat(ctx))
+	grace := e.s.currentTerm().GraceStart
+	e.clock.Add(100 * time.Millisecond)
+	e.clock.Fail(errors.New("database unreachable (test)"))
+	require.Eventually(t, func() bool {
+		err := e.s.Heartbeat(ctx)
+		return err != nil && strings.Contains(err.Error(), "leader stalled")
+	}, 5*time.Second, 20*time.Millisecond, "no clock reading for longer than the gap limit is a stall")
+	e.clock.Fail(nil)
+	require.Eventually(t, func() bool { return e.s.Heartbeat(ctx) == nil }, 5*time.Second, 20*time.Millisecond)
+	assert.True(t, e.s.currentTerm().GraceStart.After(grace), "a failed reading restarts the grace")
 
 	st.Close()
-	err = s.Heartbeat(ctx)
+	err := s.Heartbeat(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "database unreachable")
+}
+
+// A service whose pass takes longer than the gap limit (here the tick,
+// held by a hook) is neither a stall nor a reason to hold back the other
+// services: the grace is not restarted, the agent-lost reaper keeps
+// reaping, and health stays good.
+func TestSlowServiceDoesNotStallTheOthers(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var armed, held atomic.Bool
+	hook := func(ctx context.Context) {
+		if armed.Load() && held.CompareAndSwap(false, true) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}
+	e := startLeading(t, reaper.Thresholds{AgentLost: 2 * time.Second, DispatchLost: time.Hour, Orphan: time.Hour}, hook)
+	defer close(release)
+	armed.Store(true)
+	grace := e.s.currentTerm().GraceStart
+	require.Eventually(t, held.Load, 5*time.Second, 5*time.Millisecond, "the tick is held")
+
+	// Wall time passes beyond the gap limit (1.06 s here) while the tick is
+	// stuck; the database clock advances with it, in small steps.
+	for i := 0; i < 30; i++ {
+		e.clock.Add(100 * time.Millisecond)
+		time.Sleep(60 * time.Millisecond)
+		require.NoError(t, e.s.Heartbeat(e.ctx), "a slow tick is not a health problem")
+	}
+	assert.Equal(t, grace, e.s.currentTerm().GraceStart, "a slow service never restarts the grace")
+	require.Eventually(t, func() bool { return e.tiState(t) == "failed" }, 5*time.Second, 20*time.Millisecond,
+		"the agent-lost reaper runs while the tick is held")
+	assert.True(t, held.Load())
 }
 
 func TestThresholdValidationNamesTheField(t *testing.T) {

@@ -53,15 +53,26 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol
 	var stale []byte
 	var now time.Time
 	err := s.pool.QueryRow(ctx, `
-		WITH a AS (
-		  UPDATE agents SET last_heartbeat_at = now(), state = 'active'
-		   WHERE id = $1 AND state <> 'deregistered' RETURNING id),
-		e AS (
+		WITH e AS (
 		  SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::bool[]) AS e(ti_id, attempt_id, started)),
+		a AS (
+		  -- oldest_heartbeat_at: no later than the stamp of any running TI of
+		  -- the agent once this statement commits (the reported ones get
+		  -- now()), so the agent-lost reaper finds every stale TI through it.
+		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
+		         oldest_heartbeat_at = least(now(), (
+		           SELECT min(t.last_heartbeat_at) FROM task_instances t
+		            WHERE t.agent_id = $1 AND t.state = 'running'
+		              AND NOT EXISTS (SELECT 1 FROM e WHERE e.ti_id = t.id AND e.attempt_id = t.attempt_id)))
+		   WHERE id = $1 AND state <> 'deregistered' RETURNING id),
 		upd AS (
+		  -- Only unindexed columns change here (timeout_at once, at the
+		  -- start), so heartbeats are heap-only updates.
 		  UPDATE task_instances t
 		     SET last_heartbeat_at = now(),
-		         started_at = CASE WHEN e.started THEN coalesce(t.started_at, now()) ELSE t.started_at END
+		         started_at = CASE WHEN e.started THEN coalesce(t.started_at, now()) ELSE t.started_at END,
+		         timeout_at = CASE WHEN e.started AND t.started_at IS NULL THEN now() + t.execution_timeout
+		                           ELSE t.timeout_at END
 		    FROM e, a
 		   WHERE t.id = e.ti_id AND t.attempt_id = e.attempt_id AND t.agent_id = a.id AND t.state = 'running'
 		  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id,
@@ -139,7 +150,8 @@ func stopReason(state, current, attempt, reason string) string {
 func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]protocol.ClaimedTask, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH ag AS (
-		  UPDATE agents SET last_heartbeat_at = now(), state = 'active'
+		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
+		         oldest_heartbeat_at = coalesce(oldest_heartbeat_at, now())
 		   WHERE id = $1 AND state <> 'deregistered' RETURNING id, tags, capacity),
 		lim AS (
 		  SELECT greatest(0, least($2::int, ag.capacity -
@@ -155,7 +167,7 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]protocol
 		upd AS (
 		  UPDATE task_instances t
 		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
-		         agent_id = $1, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL,
+		         agent_id = $1, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
 		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
 		    FROM cand WHERE t.id = cand.id
 		  RETURNING t.*),

@@ -44,14 +44,14 @@ func benchStore(b *testing.B, tasks int) *store.Store {
 
 func schedule(b *testing.B, st *store.Store) {
 	ctx := context.Background()
-	if _, err := st.StartQueuedRuns(ctx, benchEpoch); err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := st.ResolveDependencies(ctx, benchEpoch); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := st.QueueScheduled(ctx, benchEpoch); err != nil {
-		b.Fatal(err)
+	for {
+		res, err := st.ScheduleDirty(ctx, benchEpoch, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Runs == 0 {
+			return
+		}
 	}
 }
 
@@ -117,9 +117,8 @@ func BenchmarkBatchedHeartbeat(b *testing.B) {
 	}
 }
 
-// BenchmarkSchedulerTickSteps measures the fenced scheduler steps over 50
-// running runs of 100 TIs each with nothing to do (the steady-state cost
-// of a tick).
+// BenchmarkSchedulerTickSteps measures an idle incremental tick (one
+// fenced ScheduleDirty) beside 50 running runs of 100 TIs each.
 func BenchmarkSchedulerTickSteps(b *testing.B) {
 	st := benchStore(b, 100)
 	ctx := context.Background()
@@ -131,11 +130,7 @@ func BenchmarkSchedulerTickSteps(b *testing.B) {
 	schedule(b, st)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		schedule(b, st)
-		if _, err := st.RequeueDueRetries(ctx, benchEpoch); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := st.FinalizeRuns(ctx, benchEpoch); err != nil {
+		if _, err := st.ScheduleDirty(ctx, benchEpoch, 256); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -211,6 +211,5 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protoc
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(a.runID))
-	return err
+	return markDirty(ctx, tx, a.runID)
 }

@@ -33,26 +33,36 @@ type StaleRunning struct {
 }
 
 // ListStaleRunning lists up to limit running TIs with last_heartbeat_at
-// set and older than now − threshold, stalest first.
+// older than now − threshold, stalest first. last_heartbeat_at is not
+// indexed (heartbeats stay heap-only), so candidates are found through
+// their agent: agents.oldest_heartbeat_at is no later than any running
+// TI's stamp, and running TIs whose agent row was pruned have their own
+// small index. With nothing stale it reads no task_instances row.
 func (s *Store) ListStaleRunning(ctx context.Context, now time.Time, threshold time.Duration, limit int) ([]StaleRunning, error) {
-	rows, err := s.pool.Query(ctx, runningColumns+`
-		 WHERE state = 'running' AND last_heartbeat_at IS NOT NULL AND attempt_id IS NOT NULL
-		   AND last_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond'
-		 ORDER BY last_heartbeat_at LIMIT $3`, now, micros(threshold), limit)
+	rows, err := s.pool.Query(ctx, `
+		WITH c AS (SELECT $1::timestamptz - $2 * interval '1 microsecond' AS cut)
+		SELECT * FROM (`+runningColumns+`, c
+		         WHERE t.agent_id IN (SELECT a.id FROM agents a, c WHERE a.oldest_heartbeat_at < c.cut)
+		           AND t.state = 'running' AND t.attempt_id IS NOT NULL AND t.last_heartbeat_at < c.cut
+		        UNION ALL`+runningColumns+`, c
+		         WHERE t.state = 'running' AND t.agent_id IS NULL
+		           AND t.attempt_id IS NOT NULL AND t.last_heartbeat_at < c.cut) x
+		 ORDER BY 7 LIMIT $3`, now, micros(threshold), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stale running: %w", err)
 	}
 	return collectRunning(rows)
 }
 
-// runningColumns selects what scanRunning reads; $1 is "now".
+// runningColumns selects what scanRunning reads from task_instances t; $1
+// is "now".
 const runningColumns = `
-		SELECT id, run_id, task_id, try_number, attempt_id::text, agent_id, last_heartbeat_at,
-		       started_at IS NOT NULL, dispatch_attempts, retries,
-		       (extract(epoch FROM retry_delay) * 1e6)::bigint, retry_exponential,
-		       (extract(epoch FROM max_retry_delay) * 1e6)::bigint,
-		       (extract(epoch FROM $1::timestamptz - last_heartbeat_at) * 1e6)::bigint
-		  FROM task_instances`
+		SELECT t.id, t.run_id, t.task_id, t.try_number, t.attempt_id::text, t.agent_id, t.last_heartbeat_at,
+		       t.started_at IS NOT NULL, t.dispatch_attempts, t.retries,
+		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
+		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint,
+		       (extract(epoch FROM $1::timestamptz - t.last_heartbeat_at) * 1e6)::bigint
+		  FROM task_instances t`
 
 func collectRunning(rows pgx.Rows) ([]StaleRunning, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleRunning, error) {
@@ -64,6 +74,13 @@ func collectRunning(rows pgx.Rows) ([]StaleRunning, error) {
 		return c, err
 	})
 }
+
+// Stamp columns a Reap may be guarded by.
+const (
+	StampHeartbeat = "last_heartbeat_at" // running: agent-lost
+	StampQueued    = "queued_at"         // queued: dispatch-lost
+	StampStarted   = "started_at"        // running: execution-timeout backstop
+)
 
 // Reap is one guarded TI transition decided by a reaper.
 type Reap struct {
@@ -80,67 +97,118 @@ type Reap struct {
 	Requeue     bool          // never-started requeue: try_number−1, dispatch_attempts+1
 	EventKind   string        // decision label, used as the event kind
 	WhereState  string        // signal: the state it was listed in
-	WhereStamp  time.Time     // signal: last_heartbeat_at (running) or queued_at (queued)
-	StampColumn string        // "last_heartbeat_at", "queued_at" or "started_at"
-	// ExtraWhere is an additional SQL predicate re-checked in the UPDATE
-	// (e.g. "no active agent covers the tags"); it may use $1 (the TI id)
-	// and $9 (ExtraArg).
-	ExtraWhere string
-	ExtraArg   any
+	WhereStamp  time.Time     // signal: the stamp's value when listed
+	StampColumn string        // one of StampHeartbeat, StampQueued, StampStarted
+	// NoCoverSince, when set, also re-checks that no active agent that
+	// heartbeated after it offers every required tag (dispatch-lost).
+	NoCoverSince time.Time
 }
 
 // ApplyReap performs r as one fenced, conditional UPDATE plus its event.
 // It reports false when the signal no longer holds (a heartbeat, claim or
 // completion won the race): nothing is written then.
 func (s *Store) ApplyReap(ctx context.Context, epoch int64, r Reap) (bool, error) {
-	applied := false
-	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
-		var err error
-		applied, err = applyReapTx(ctx, tx, r)
-		return err
-	})
+	landed, err := s.ApplyReaps(ctx, epoch, []Reap{r})
 	if err != nil {
 		return false, fmt.Errorf("reap task instance %d (%s): %w", r.TIID, r.EventKind, err)
 	}
-	return applied, nil
+	return len(landed) == 1, nil
 }
 
-// applyReapTx is ApplyReap's guarded UPDATE and event inside tx.
-func applyReapTx(ctx context.Context, tx Tx, r Reap) (bool, error) {
-	switch r.StampColumn {
-	case "last_heartbeat_at", "queued_at", "started_at":
-	default:
-		return false, fmt.Errorf("apply reap: stamp column %q is not allowed", r.StampColumn)
-	}
-	extra, extraArg := " AND $9::text IS NULL", any(nil) // keep $9 typed when unused
-	if r.ExtraWhere != "" {
-		extra, extraArg = " AND "+r.ExtraWhere, r.ExtraArg
-	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE task_instances
-		   SET state = $2, reason = $3, message = $4,
-		       end_date = CASE WHEN $2 = 'failed' THEN now() END,
-		       next_retry_at = CASE WHEN $2 = 'up_for_retry' THEN now() + $5 * interval '1 microsecond' END,
-		       try_number = CASE WHEN $6 THEN greatest(try_number - 1, 0) ELSE try_number END,
-		       dispatch_attempts = CASE WHEN $6 THEN dispatch_attempts + 1 ELSE dispatch_attempts END,
-		       queued_at = CASE WHEN $6 THEN NULL ELSE queued_at END,
-		       updated_at = now()
-		 WHERE id = $1 AND state = $7 AND `+r.StampColumn+` = $8
-		   AND ($10 = '' OR attempt_id = nullif($10, '')::uuid)`+extra,
-		r.TIID, r.State, r.Reason, r.Message, micros(r.RetryDelay), r.Requeue, r.WhereState, r.WhereStamp,
-		extraArg, r.AttemptID)
-	if err != nil || tag.RowsAffected() != 1 {
-		return false, err
-	}
-	_, err = tx.Exec(ctx, `
-		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-		VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, $8)`,
-		r.RunID, r.TIID, r.TaskID, r.TryNumber, r.AttemptID, r.AgentID, r.EventKind, r.Message)
+// ApplyReaps performs a batch of guarded transitions in one fenced
+// statement that unnests them, re-checks each row's signal (state, stamp,
+// attempt and, for dispatch-lost, tag cover) in its WHERE, and writes an
+// event and a scheduler mark for every row that changed. It returns the
+// reaps that landed; the rest lost a race to a heartbeat, claim or
+// completion and wrote nothing (River's JobSetStateIfRunningMany shape,
+// without the id-only gap of its rescuer).
+func (s *Store) ApplyReaps(ctx context.Context, epoch int64, reaps []Reap) ([]Reap, error) {
+	var landed []Reap
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		var err error
+		landed, err = applyReapsTx(ctx, tx, reaps)
+		return err
+	})
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("reap %d task instance(s): %w", len(reaps), err)
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(r.RunID))
-	return err == nil, err
+	return landed, nil
+}
+
+// applyReapsSQL is ApplyReaps' statement; its parameters are parallel
+// arrays, one element per Reap.
+const applyReapsSQL = `
+	WITH i AS (
+	  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bool[],
+	                       $7::text[], $8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[],
+	                       $12::int[], $13::bigint[], $14::text[])
+	    AS i(ti_id, state, reason, message, delay_us, requeue, where_state, where_stamp, stamp_col,
+	         attempt_id, no_cover_since, try_number, agent_id, kind)),
+	u AS (
+	  UPDATE task_instances t
+	     SET state = i.state, reason = i.reason, message = i.message,
+	         end_date = CASE WHEN i.state = 'failed' THEN now() END,
+	         next_retry_at = CASE WHEN i.state = 'up_for_retry' THEN now() + i.delay_us * interval '1 microsecond' END,
+	         try_number = CASE WHEN i.requeue THEN greatest(t.try_number - 1, 0) ELSE t.try_number END,
+	         dispatch_attempts = CASE WHEN i.requeue THEN t.dispatch_attempts + 1 ELSE t.dispatch_attempts END,
+	         queued_at = CASE WHEN i.requeue THEN NULL ELSE t.queued_at END,
+	         updated_at = now()
+	    FROM i
+	   WHERE t.id = i.ti_id AND t.state = i.where_state
+	     AND CASE i.stamp_col WHEN 'last_heartbeat_at' THEN t.last_heartbeat_at = i.where_stamp
+	                          WHEN 'queued_at' THEN t.queued_at = i.where_stamp
+	                          WHEN 'started_at' THEN t.started_at = i.where_stamp END
+	     AND (i.attempt_id = '' OR t.attempt_id = nullif(i.attempt_id, '')::uuid)
+	     AND (i.no_cover_since IS NULL OR NOT EXISTS (
+	           SELECT 1 FROM agents a WHERE a.state = 'active' AND a.last_heartbeat_at > i.no_cover_since
+	              AND t.required_tags <@ a.tags))
+	  RETURNING t.id, t.run_id),
+	ev AS (
+	  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+	  SELECT u.run_id, u.id, t.task_id, i.try_number, nullif(i.attempt_id, '')::uuid, i.agent_id, i.kind, i.message
+	    FROM u JOIN i ON i.ti_id = u.id JOIN task_instances t ON t.id = u.id),
+	d AS (INSERT INTO run_dirty (run_id) SELECT DISTINCT run_id FROM u)
+	SELECT id FROM u`
+
+// applyReapsTx is ApplyReaps inside tx.
+func applyReapsTx(ctx context.Context, tx Tx, reaps []Reap) ([]Reap, error) {
+	if len(reaps) == 0 {
+		return nil, nil
+	}
+	n := len(reaps)
+	ids, delays, tries, agents := make([]int64, n), make([]int64, n), make([]int32, n), make([]*int64, n)
+	states, reasons, msgs, whereStates, cols, attempts, kinds :=
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	requeue, stamps, cover := make([]bool, n), make([]time.Time, n), make([]*time.Time, n)
+	byID := make(map[int64]Reap, n)
+	for i, r := range reaps {
+		switch r.StampColumn {
+		case StampHeartbeat, StampQueued, StampStarted:
+		default:
+			return nil, fmt.Errorf("apply reap: stamp column %q is not allowed", r.StampColumn)
+		}
+		ids[i], states[i], reasons[i], msgs[i], delays[i], requeue[i] = r.TIID, r.State, r.Reason, r.Message, micros(r.RetryDelay), r.Requeue
+		whereStates[i], stamps[i], cols[i], attempts[i] = r.WhereState, r.WhereStamp, r.StampColumn, r.AttemptID
+		tries[i], agents[i], kinds[i] = int32(r.TryNumber), r.AgentID, r.EventKind
+		if !r.NoCoverSince.IsZero() {
+			cover[i] = &reaps[i].NoCoverSince
+		}
+		byID[r.TIID] = r
+	}
+	rows, err := tx.Query(ctx, applyReapsSQL, ids, states, reasons, msgs, delays, requeue, whereStates, stamps,
+		cols, attempts, cover, tries, agents, kinds)
+	if err != nil {
+		return nil, err
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	landed := make([]Reap, 0, len(got))
+	for _, id := range got {
+		landed = append(landed, byID[id])
+	}
+	return landed, nil
 }
 
 // StaleQueued is a dispatch-lost candidate: a queued TI whose queued_at is
@@ -158,13 +226,6 @@ type StaleQueued struct {
 	ActiveAgents int
 	Age          time.Duration
 }
-
-// activeCoverSQL is true when an active agent that heartbeated after
-// $activeSince covers the TI's required tags. It is shared by the list
-// query and the UPDATE's re-check.
-const activeCoverSQL = `EXISTS (SELECT 1 FROM agents a
-	WHERE a.state = 'active' AND a.last_heartbeat_at > %s
-	  AND (SELECT required_tags FROM task_instances WHERE id = %s) <@ a.tags)`
 
 // ListStaleQueued lists up to limit queued TIs with queued_at older than
 // now − threshold, with their tag coverage by agents active since
@@ -196,10 +257,6 @@ func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, a
 		return c, err
 	})
 }
-
-// NoActiveCoverWhere is the UPDATE re-check for dispatch-lost: still no
-// active agent (heartbeat after $9) covers the TI's tags.
-var NoActiveCoverWhere = "NOT " + fmt.Sprintf(activeCoverSQL, "$9::timestamptz", "$1")
 
 // RecordDeferred counts a backlog decision as an event once per queued
 // stint of the TI (not once per sweep), so a long backlog does not flood
@@ -234,7 +291,8 @@ type OrphanRun struct {
 }
 
 // orphanSignalSQL selects running runs with no active TI and their last
-// change; shared by list and action.
+// change, among those the WHERE it is completed with picks (%s); shared by
+// list and action.
 const orphanSignalSQL = `
 	SELECT r.id, r.dag_id,
 	       greatest(r.updated_at, max(t.updated_at)) AS last_change,
@@ -243,7 +301,7 @@ const orphanSignalSQL = `
 	       count(*) FILTER (WHERE t.state = 'none') AS pending,
 	       r.updated_at AS run_updated
 	  FROM runs r JOIN task_instances t ON t.run_id = r.id
-	 WHERE r.state = 'running'
+	 WHERE r.state = 'running' AND %s
 	 GROUP BY r.id
 	HAVING bool_and(t.state NOT IN ('scheduled', 'queued', 'running', 'up_for_retry'))`
 
@@ -253,7 +311,7 @@ func (s *Store) ListOrphanRuns(ctx context.Context, now time.Time, threshold tim
 	rows, err := s.pool.Query(ctx, `
 		SELECT o.id, o.dag_id, o.last_change, o.all_terminal, o.all_ok, o.pending,
 		       (extract(epoch FROM $1::timestamptz - o.last_change) * 1e6)::bigint
-		  FROM (`+orphanSignalSQL+`) o
+		  FROM (`+fmt.Sprintf(orphanSignalSQL, "r.idle_since < $1::timestamptz - $2 * interval '1 microsecond'")+`) o
 		 WHERE o.last_change < $1::timestamptz - $2 * interval '1 microsecond'
 		 ORDER BY o.last_change LIMIT $3`, now, micros(threshold), limit)
 	if err != nil {
@@ -278,10 +336,14 @@ func (s *Store) ListOrphanRuns(ctx context.Context, now time.Time, threshold tim
 func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, message string) (string, error) {
 	var state string
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		// The run row first: the order the scheduler's pass takes.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE`, c.RunID); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `
 			WITH chk AS (
-			  SELECT o.id, o.all_terminal, o.all_ok, o.run_updated FROM (`+orphanSignalSQL+`) o
-			   WHERE o.id = $1 AND o.last_change = $2),
+			  SELECT o.id, o.all_terminal, o.all_ok, o.run_updated FROM (`+fmt.Sprintf(orphanSignalSQL, "r.id = $1")+`) o
+			   WHERE o.last_change = $2),
 			culprit AS (
 			  SELECT t.task_id, t.state, t.reason FROM task_instances t JOIN chk ON chk.id = t.run_id
 			   WHERE t.state IN ('failed', 'cancelled') ORDER BY t.end_date NULLS LAST, t.ordinal LIMIT 1),
@@ -299,7 +361,7 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 			         reason = CASE WHEN chk.all_ok THEN NULL
 			                       WHEN chk.all_terminal THEN coalesce((SELECT reason FROM culprit), 'upstream_failed')
 			                       ELSE 'orphaned' END,
-			         message = $3, end_date = now(), updated_at = now()
+			         message = $3, end_date = now(), updated_at = now(), idle_since = NULL
 			    FROM chk WHERE r.id = chk.id AND r.state = 'running' AND r.updated_at = chk.run_updated
 			  RETURNING r.id, r.state)
 			SELECT coalesce((SELECT state FROM upd), '')`, c.RunID, c.LastChange, message).Scan(&state)
@@ -346,16 +408,8 @@ func (s *Store) DeregisterAgent(ctx context.Context, agentID int64, reaps []Reap
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
 		}
-		for _, r := range reaps {
-			ok, err := applyReapTx(ctx, tx, r)
-			if err != nil {
-				return err
-			}
-			if ok {
-				landed = append(landed, r)
-			}
-		}
-		return nil
+		landed, err = applyReapsTx(ctx, tx, reaps)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deregister agent %d: %w", agentID, err)

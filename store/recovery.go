@@ -24,7 +24,8 @@ type OverdueRunning struct {
 }
 
 // ListOverdueRunning lists up to limit running TIs whose started_at +
-// execution_timeout + grace is before now.
+// execution_timeout + grace is before now, through ti_timeout_idx on
+// timeout_at (= started_at + execution_timeout, set at the start).
 func (s *Store) ListOverdueRunning(ctx context.Context, now time.Time, grace time.Duration, limit int) ([]OverdueRunning, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, run_id, task_id, try_number, attempt_id::text, agent_id, last_heartbeat_at,
@@ -34,10 +35,9 @@ func (s *Store) ListOverdueRunning(ctx context.Context, now time.Time, grace tim
 		       (extract(epoch FROM $1::timestamptz - started_at) * 1e6)::bigint,
 		       started_at, (extract(epoch FROM execution_timeout) * 1e6)::bigint
 		  FROM task_instances
-		 WHERE state = 'running' AND started_at IS NOT NULL AND execution_timeout IS NOT NULL
-		   AND attempt_id IS NOT NULL
-		   AND started_at + execution_timeout + $2 * interval '1 microsecond' < $1::timestamptz
-		 ORDER BY started_at LIMIT $3`, now, micros(grace), limit)
+		 WHERE state = 'running' AND timeout_at < $1::timestamptz - $2 * interval '1 microsecond'
+		   AND started_at IS NOT NULL AND attempt_id IS NOT NULL
+		 ORDER BY timeout_at LIMIT $3`, now, micros(grace), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list overdue running: %w", err)
 	}
@@ -70,20 +70,16 @@ type TimedOutRun struct {
 	Overdue  time.Duration
 }
 
-// runDeadlineSQL is a run's timeout deadline.
-const runDeadlineSQL = `coalesce(r.start_date, r.queued_at) + r.timeout`
-
 // ListTimedOutRuns lists up to limit queued or running runs whose timeout
-// deadline is before now.
+// deadline (runs.deadline_at, indexed) is before now.
 func (s *Store) ListTimedOutRuns(ctx context.Context, now time.Time, limit int) ([]TimedOutRun, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT r.id, r.dag_id, r.state, coalesce(r.start_date, r.queued_at),
-		       (extract(epoch FROM r.timeout) * 1e6)::bigint, `+runDeadlineSQL+`,
-		       (extract(epoch FROM $1::timestamptz - (`+runDeadlineSQL+`)) * 1e6)::bigint
+		       (extract(epoch FROM r.timeout) * 1e6)::bigint, r.deadline_at,
+		       (extract(epoch FROM $1::timestamptz - r.deadline_at) * 1e6)::bigint
 		  FROM runs r
-		 WHERE r.state IN ('queued', 'running') AND r.timeout IS NOT NULL
-		   AND `+runDeadlineSQL+` < $1::timestamptz
-		 ORDER BY 6 LIMIT $2`, now, limit)
+		 WHERE r.state IN ('queued', 'running') AND r.deadline_at < $1::timestamptz
+		 ORDER BY r.deadline_at LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list timed-out runs: %w", err)
 	}
@@ -106,8 +102,7 @@ func (s *Store) TimeoutRun(ctx context.Context, epoch int64, c TimedOutRun, now 
 		var ok bool
 		err := tx.QueryRow(ctx, `
 			SELECT true FROM runs r
-			 WHERE r.id = $1 AND r.state IN ('queued', 'running') AND r.timeout IS NOT NULL
-			   AND `+runDeadlineSQL+` < $2::timestamptz
+			 WHERE r.id = $1 AND r.state IN ('queued', 'running') AND r.deadline_at < $2::timestamptz
 			   FOR NO KEY UPDATE`, c.RunID, now).Scan(&ok)
 		if errNoRows(err) {
 			return nil
@@ -156,21 +151,36 @@ func (s *Store) ListStaleAgents(ctx context.Context, now time.Time, threshold ti
 	})
 }
 
-// MarkAgentInactive flips an agent to inactive, fenced, only if it is
-// still active with the listed heartbeat; its next heartbeat or claim
-// reactivates it. It reports whether the write landed.
-func (s *Store) MarkAgentInactive(ctx context.Context, epoch int64, c StaleAgent) (bool, error) {
-	var n int64
+// MarkAgentsInactive flips each listed agent to inactive in one fenced
+// statement, only where it is still active with the listed heartbeat (a
+// heartbeat or claim that landed since wins); its next heartbeat or claim
+// reactivates it. It returns the agents that changed.
+func (s *Store) MarkAgentsInactive(ctx context.Context, epoch int64, cs []StaleAgent) ([]StaleAgent, error) {
+	ids, stamps := make([]int64, len(cs)), make([]time.Time, len(cs))
+	byID := make(map[int64]StaleAgent, len(cs))
+	for i, c := range cs {
+		ids[i], stamps[i], byID[c.AgentID] = c.AgentID, c.LastHeartbeatAt, c
+	}
+	var landed []StaleAgent
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE agents SET state = 'inactive'
-			WHERE id = $1 AND state = 'active' AND last_heartbeat_at = $2`, c.AgentID, c.LastHeartbeatAt)
-		n = tag.RowsAffected()
+		rows, err := tx.Query(ctx, `
+			UPDATE agents a SET state = 'inactive'
+			  FROM unnest($1::bigint[], $2::timestamptz[]) AS i(id, stamp)
+			 WHERE a.id = i.id AND a.state = 'active' AND a.last_heartbeat_at = i.stamp
+			RETURNING a.id`, ids, stamps)
+		if err != nil {
+			return err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, id := range got {
+			landed = append(landed, byID[id])
+		}
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("mark agent %d inactive: %w", c.AgentID, err)
+		return nil, fmt.Errorf("mark %d agent(s) inactive: %w", len(cs), err)
 	}
-	return n == 1, nil
+	return landed, nil
 }
 
 // ListAgents returns every agent with its running count, newest first

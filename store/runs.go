@@ -42,8 +42,8 @@ func (s *Store) TriggerRun(ctx context.Context, dagID string) (protocol.Run, err
 			timeout = &us
 		}
 		err := tx.QueryRow(ctx, `
-			INSERT INTO runs (dag_id, timeout, max_active_tasks)
-			VALUES ($1, $2 * interval '1 microsecond', $3)
+			INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at)
+			VALUES ($1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond')
 			RETURNING id, dag_id, state, queued_at`, dagID, timeout, spec.MaxActiveTasks).
 			Scan(&run.ID, &run.DAGID, &run.State, &run.QueuedAt)
 		if err != nil {
@@ -73,7 +73,7 @@ func (s *Store) TriggerRun(ctx context.Context, dagID string) (protocol.Run, err
 		}
 		batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $2)`,
 			run.ID, fmt.Sprintf("run of %s queued with %d tasks", dagID, len(spec.Tasks)))
-		batch.Queue(`SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(run.ID))
+		batch.Queue(markDirtySQL, run.ID)
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
@@ -179,8 +179,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message st
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanScheduler, fmt.Sprint(runID))
-	return err
+	return markDirty(ctx, tx, runID)
 }
 
 // CancelRun cancels a queued or running run and every non-terminal TI of

@@ -7,21 +7,203 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The scheduler's steps (DESIGN §5). Each is leader-only, runs in its own
-// short fenced transaction (LeaderTx) and returns how many rows it moved.
+// The scheduler's steps (DESIGN §5), incremental: a pass works only on the
+// runs whose rows changed, taken from run_dirty, plus the retries that
+// fell due (adr/0011-incremental-scheduler.md). Each pass is one fenced
+// transaction. The reconcile safety net runs the same per-run steps over
+// every live run in keyset batches.
 
-// StartQueuedRuns moves queued runs to running (step 1).
-func (s *Store) StartQueuedRuns(ctx context.Context, epoch int64) (int, error) {
-	return s.leaderExec(ctx, epoch, "start queued runs", `
-		WITH s AS (
-		  UPDATE runs SET state = 'running', start_date = now(), updated_at = now()
-		   WHERE state = 'queued' RETURNING id)
-		INSERT INTO events (run_id, kind, message) SELECT id, 'run_started', 'run started' FROM s`)
+// TickResult counts what one scheduling pass did.
+type TickResult struct {
+	Runs           int // dirty (or reconciled) runs looked at
+	Started        int // queued -> running runs
+	UpstreamFailed int // none -> upstream_failed TIs
+	Scheduled      int // none -> scheduled TIs
+	Retried        int // up_for_retry -> scheduled TIs
+	Queued         int // scheduled -> queued TIs
+	Finalized      int // runs ended success or failed
+	Idle           int // runs newly marked idle (orphan suspects)
 }
 
-// upstreamFailedSQL marks a 'none' TI upstream_failed when an upstream
-// failed, was cancelled, or is itself upstream_failed (trigger rule
-// all_success).
+// Moved is the number of rows the pass changed.
+func (r TickResult) Moved() int {
+	return r.Started + r.UpstreamFailed + r.Scheduled + r.Retried + r.Queued + r.Finalized + r.Idle
+}
+
+// Add sums o into r.
+func (r *TickResult) Add(o TickResult) {
+	r.Runs += o.Runs
+	r.Started += o.Started
+	r.UpstreamFailed += o.UpstreamFailed
+	r.Scheduled += o.Scheduled
+	r.Retried += o.Retried
+	r.Queued += o.Queued
+	r.Finalized += o.Finalized
+	r.Idle += o.Idle
+}
+
+// markDirtySQL appends a run to the scheduler's queue and wakes the
+// leader; every change a tick must look at runs it in the change's own
+// transaction. The constant payload lets PostgreSQL fold repeats.
+const markDirtySQL = `WITH d AS (INSERT INTO run_dirty (run_id) VALUES ($1)) SELECT pg_notify('` + ChanScheduler + `', '')`
+
+func markDirty(ctx context.Context, tx pgx.Tx, runID int64) error {
+	_, err := tx.Exec(ctx, markDirtySQL, runID)
+	return err
+}
+
+// ScheduleDirty runs one incremental pass under epoch: due retries go back
+// to scheduled (their runs become dirty), then up to limit dirty runs,
+// oldest change first, are started, resolved, queued within their
+// max_active_tasks and finalized. An idle pass reads only the empty queue
+// and the due end of an index, whatever the history or the number of live
+// runs.
+func (s *Store) ScheduleDirty(ctx context.Context, epoch int64, limit int) (TickResult, error) {
+	var res TickResult
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		tag, err := tx.Exec(ctx, `
+			WITH r AS (
+			  UPDATE task_instances SET state = 'scheduled', next_retry_at = NULL, updated_at = now()
+			   WHERE state = 'up_for_retry' AND next_retry_at <= now() RETURNING run_id)
+			INSERT INTO run_dirty (run_id) SELECT DISTINCT run_id FROM r`)
+		if err != nil {
+			return err
+		}
+		res.Retried = int(tag.RowsAffected()) // distinct runs; close enough for a log line
+		rows, err := tx.Query(ctx, `SELECT run_id FROM run_dirty GROUP BY run_id ORDER BY min(id) LIMIT $1`, limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM run_dirty WHERE run_id = ANY ($1)`, ids); err != nil {
+			return err
+		}
+		r, err := scheduleRunsTx(ctx, tx, ids)
+		r.Retried = res.Retried
+		res = r
+		return err
+	})
+	if err != nil {
+		return TickResult{}, fmt.Errorf("schedule: %w", err)
+	}
+	return res, nil
+}
+
+// ReconcileRuns is the safety net's step: it runs the scheduler's per-run
+// steps over up to limit live runs with id > after that have no pending
+// dirty row (those are the tick's), and returns what moved and the last id
+// looked at (0 when the keyset is exhausted). Anything it moves is work
+// the incremental path missed.
+func (s *Store) ReconcileRuns(ctx context.Context, epoch, after int64, limit int) (TickResult, int64, error) {
+	var res TickResult
+	var last int64
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT r.id FROM runs r
+			 WHERE r.state IN ('queued', 'running') AND r.id > $1
+			   AND NOT EXISTS (SELECT 1 FROM run_dirty d WHERE d.run_id = r.id)
+			 ORDER BY r.id LIMIT $2`, after, limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		if len(ids) == limit {
+			last = ids[len(ids)-1]
+		}
+		res, err = scheduleRunsTx(ctx, tx, ids)
+		return err
+	})
+	if err != nil {
+		return TickResult{}, 0, fmt.Errorf("reconcile runs: %w", err)
+	}
+	return res, last, nil
+}
+
+// StartQueuedRuns starts every queued run (through runs_queued_idx) and
+// marks it dirty; a fenced write that leader tests use on its own.
+func (s *Store) StartQueuedRuns(ctx context.Context, epoch int64) (int, error) {
+	var n int
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id FROM runs WHERE state = 'queued' ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		n, err = startRunsTx(ctx, tx, ids)
+		if err == nil {
+			_, err = tx.Exec(ctx, `INSERT INTO run_dirty (run_id) SELECT unnest($1::bigint[])`, ids)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start queued runs: %w", err)
+	}
+	return n, nil
+}
+
+// scheduleRunsTx is the per-run pass shared by the tick and the reconcile:
+// it locks the live runs among ids (run before TIs, the order cancels and
+// late completions use), then runs each step over just those runs.
+func scheduleRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (TickResult, error) {
+	var res TickResult
+	rows, err := tx.Query(ctx, `
+		SELECT id FROM runs WHERE id = ANY ($1) AND state IN ('queued', 'running')
+		 ORDER BY id FOR NO KEY UPDATE`, ids)
+	if err != nil {
+		return res, err
+	}
+	live, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(live) == 0 {
+		return res, err
+	}
+	res.Runs = len(live)
+	steps := []struct {
+		n  *int
+		fn func(context.Context, pgx.Tx, []int64) (int, error)
+	}{
+		{&res.Started, startRunsTx},
+		{&res.UpstreamFailed, upstreamFailedTx},
+		{&res.Scheduled, scheduleReadyTx},
+		{&res.Queued, queueScheduledTx},
+		{&res.Finalized, finalizeRunsTx},
+		{&res.Idle, markIdleTx},
+	}
+	for _, st := range steps {
+		if *st.n, err = st.fn(ctx, tx, live); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func execCount(ctx context.Context, tx pgx.Tx, sql string, args ...any) (int, error) {
+	tag, err := tx.Exec(ctx, sql, args...)
+	return int(tag.RowsAffected()), err
+}
+
+// startRunsTx moves the queued runs among ids to running (step 1) and
+// arms their run timeout from the start.
+func startRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	return execCount(ctx, tx, `
+		WITH s AS (
+		  UPDATE runs SET state = 'running', start_date = now(), updated_at = now(),
+		         deadline_at = now() + timeout
+		   WHERE id = ANY ($1) AND state = 'queued' RETURNING id)
+		INSERT INTO events (run_id, kind, message) SELECT id, 'run_started', 'run started' FROM s`, ids)
+}
+
+// upstreamFailedSQL marks a 'none' TI of the given runs upstream_failed
+// when an upstream failed, was cancelled, or is itself upstream_failed
+// (trigger rule all_success).
 const upstreamFailedSQL = `
 	WITH u AS (
 	  UPDATE task_instances ti
@@ -32,7 +214,7 @@ const upstreamFailedSQL = `
 	            WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream)
 	              AND up.state IN ('failed', 'upstream_failed', 'cancelled'))
 	    FROM runs r
-	   WHERE r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
+	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
 	     AND EXISTS (SELECT 1 FROM task_instances up
 	                  WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream)
 	                    AND up.state IN ('failed', 'upstream_failed', 'cancelled'))
@@ -40,88 +222,69 @@ const upstreamFailedSQL = `
 	INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
 	SELECT run_id, id, task_id, try_number, 'ti_upstream_failed', message FROM u`
 
-// ResolveDependencies propagates upstream_failed to a fixed point, then
-// moves 'none' TIs whose upstreams all succeeded (or were skipped) to
-// scheduled (step 2).
-func (s *Store) ResolveDependencies(ctx context.Context, epoch int64) (failed, scheduled int, err error) {
-	err = s.LeaderTx(ctx, epoch, func(tx pgx.Tx) error {
-		for {
-			tag, err := tx.Exec(ctx, upstreamFailedSQL)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				break
-			}
-			failed += int(tag.RowsAffected())
-		}
-		tag, err := tx.Exec(ctx, `
-			UPDATE task_instances ti SET state = 'scheduled', updated_at = now()
-			  FROM runs r
-			 WHERE r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
-			   AND NOT EXISTS (SELECT 1 FROM task_instances up
-			                    WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream)
-			                      AND up.state NOT IN ('success', 'skipped'))`)
-		scheduled = int(tag.RowsAffected())
-		return err
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("resolve dependencies: %w", err)
-	}
-	return failed, scheduled, nil
-}
-
-// QueueScheduled moves scheduled TIs to queued, oldest run first, while
-// each DAG stays within max_active_tasks queued+running TIs; it stamps
-// queued_at and wakes claim long-polls (step 3).
-func (s *Store) QueueScheduled(ctx context.Context, epoch int64) (int, error) {
-	var n int
-	err := s.LeaderTx(ctx, epoch, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `
-			WITH active AS (
-			  SELECT dag_id, count(*) AS n FROM task_instances
-			   WHERE state IN ('queued', 'running') GROUP BY dag_id),
-			cand AS (
-			  SELECT ti.id, ti.dag_id,
-			         row_number() OVER (PARTITION BY ti.dag_id ORDER BY ti.run_id, ti.ordinal) AS rn
-			    FROM task_instances ti WHERE ti.state = 'scheduled'),
-			pick AS (
-			  SELECT c.id FROM cand c JOIN dags d ON d.dag_id = c.dag_id
-			    LEFT JOIN active a ON a.dag_id = c.dag_id
-			   WHERE c.rn <= d.max_active_tasks - coalesce(a.n, 0)),
-			q AS (
-			  UPDATE task_instances t SET state = 'queued', queued_at = now(), updated_at = now()
-			    FROM pick WHERE t.id = pick.id AND t.state = 'scheduled' RETURNING t.id)
-			SELECT count(*) FROM q`).Scan(&n)
+// upstreamFailedTx propagates upstream_failed through the runs to a fixed
+// point (each round goes one level deeper in the DAG).
+func upstreamFailedTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	total := 0
+	for {
+		n, err := execCount(ctx, tx, upstreamFailedSQL, ids)
 		if err != nil || n == 0 {
-			return err
+			return total, err
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanQueued, fmt.Sprint(n))
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("queue scheduled: %w", err)
+		total += n
 	}
-	return n, nil
 }
 
-// RequeueDueRetries moves up_for_retry TIs whose next_retry_at has passed
-// back to scheduled (step 4).
-func (s *Store) RequeueDueRetries(ctx context.Context, epoch int64) (int, error) {
-	return s.leaderExec(ctx, epoch, "requeue due retries", `
-		UPDATE task_instances SET state = 'scheduled', next_retry_at = NULL, updated_at = now()
-		 WHERE state = 'up_for_retry' AND next_retry_at <= now()`)
+// scheduleReadyTx moves 'none' TIs whose upstreams all succeeded (or were
+// skipped) to scheduled (step 2).
+func scheduleReadyTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	return execCount(ctx, tx, `
+		UPDATE task_instances ti SET state = 'scheduled', updated_at = now()
+		  FROM runs r
+		 WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
+		   AND NOT EXISTS (SELECT 1 FROM task_instances up
+		                    WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream)
+		                      AND up.state NOT IN ('success', 'skipped'))`, ids)
 }
 
-// FinalizeRuns ends running runs whose TIs are all terminal: success when
-// every TI succeeded or was skipped, else failed with the reason of the
-// first failed TI (step 5).
-func (s *Store) FinalizeRuns(ctx context.Context, epoch int64) (int, error) {
-	return s.leaderExec(ctx, epoch, "finalize runs", `
+// queueScheduledTx moves scheduled TIs to queued in declaration order
+// while each run stays within the max_active_tasks it snapshotted at
+// trigger time (queued + running TIs of that run; see
+// docs/scheduler-resilience.md), stamps queued_at and wakes claim
+// long-polls (step 3).
+func queueScheduledTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `
+		WITH active AS (
+		  SELECT run_id, count(*) AS n FROM task_instances
+		   WHERE run_id = ANY ($1) AND state IN ('queued', 'running') GROUP BY run_id),
+		cand AS (
+		  SELECT ti.id, ti.run_id, row_number() OVER (PARTITION BY ti.run_id ORDER BY ti.ordinal) AS rn
+		    FROM task_instances ti WHERE ti.run_id = ANY ($1) AND ti.state = 'scheduled'),
+		pick AS (
+		  SELECT c.id FROM cand c JOIN runs r ON r.id = c.run_id AND r.state = 'running'
+		    LEFT JOIN active a ON a.run_id = c.run_id
+		   WHERE c.rn <= r.max_active_tasks - coalesce(a.n, 0)),
+		q AS (
+		  UPDATE task_instances t SET state = 'queued', queued_at = now(), updated_at = now()
+		    FROM pick WHERE t.id = pick.id AND t.state = 'scheduled' RETURNING t.id)
+		SELECT count(*) FROM q`, ids).Scan(&n)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanQueued, fmt.Sprint(n))
+	return n, err
+}
+
+// finalizeRunsTx ends the given running runs whose TIs are all terminal:
+// success when every TI succeeded or was skipped, else failed with the
+// reason of the first failed TI (step 5).
+func finalizeRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	return execCount(ctx, tx, `
 		WITH fin AS (
-		  SELECT r.id, r.updated_at, bool_and(t.state IN ('success', 'skipped')) AS ok
+		  SELECT r.id, bool_and(t.state IN ('success', 'skipped')) AS ok
 		    FROM runs r JOIN task_instances t ON t.run_id = r.id
-		   WHERE r.state = 'running'
+		   WHERE r.id = ANY ($1) AND r.state = 'running'
 		   GROUP BY r.id
 		  HAVING bool_and(t.state IN `+tiTerminalSQL+`)),
 		culprit AS (
@@ -136,12 +299,29 @@ func (s *Store) FinalizeRuns(ctx context.Context, epoch int64) (int, error) {
 		         message = CASE WHEN fin.ok THEN 'all tasks succeeded or were skipped'
 		                   ELSE 'task ' || coalesce(c.task_id, '?') || ' ' || coalesce(c.state, 'failed') ||
 		                        coalesce(' (' || c.reason || ')', '') END,
-		         end_date = now(), updated_at = now()
+		         end_date = now(), updated_at = now(), idle_since = NULL
 		    FROM fin LEFT JOIN culprit c ON c.run_id = fin.id
 		   WHERE r.id = fin.id AND r.state = 'running'
-		     AND r.updated_at = fin.updated_at -- a late completion touched the run: next tick
 		  RETURNING r.id, r.state, r.message)
-		INSERT INTO events (run_id, kind, message) SELECT id, 'run_' || state, message FROM upd`)
+		INSERT INTO events (run_id, kind, message) SELECT id, 'run_' || state, message FROM upd`, ids)
+}
+
+// markIdleTx records, on the given running runs, whether any TI is still
+// active: idle_since is set when none is (an orphan suspect: nothing the
+// scheduler can do will move the run) and cleared otherwise. Rows are only
+// written when the mark changes.
+func markIdleTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `
+		WITH u AS (
+		  UPDATE runs r SET idle_since = CASE WHEN x.live THEN NULL ELSE now() END
+		    FROM (SELECT r2.id, EXISTS (SELECT 1 FROM task_instances t WHERE t.run_id = r2.id
+		                 AND t.state IN ('scheduled', 'queued', 'running', 'up_for_retry')) AS live
+		            FROM runs r2 WHERE r2.id = ANY ($1) AND r2.state = 'running') x
+		   WHERE r.id = x.id AND (x.live = (r.idle_since IS NOT NULL))
+		  RETURNING x.live)
+		SELECT count(*) FILTER (WHERE NOT live) FROM u`, ids).Scan(&n)
+	return n, err
 }
 
 // leaderExec runs one statement in a fenced transaction and returns the

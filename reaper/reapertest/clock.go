@@ -13,16 +13,24 @@ import (
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
+	err error
 }
 
 // NewClock returns a Clock reading start.
 func NewClock(start time.Time) *Clock { return &Clock{now: start} }
 
-// Now implements reaper.Clock; it never fails.
+// Now implements reaper.Clock; it fails only while Fail has set an error.
 func (c *Clock) Now(context.Context) (time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now, nil
+	return c.now, c.err
+}
+
+// Fail makes Now return err until Fail(nil): an unreachable database.
+func (c *Clock) Fail(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
 }
 
 // Set moves the clock to t.

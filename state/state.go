@@ -1,0 +1,186 @@
+// Package state is Vigil's one list of task-instance states, run states
+// and reasons, and of the transitions each actor may make (DESIGN §3).
+// Every layer (store, scheduler, reaper, api) uses these constants; the
+// database mirrors them in CHECK constraints, and a test in store checks
+// the two agree. The package imports nothing of Vigil's: it is a leaf.
+package state
+
+// TI is the state of one task instance.
+type TI string
+
+// Task-instance states. Each comment says who moves a TI into the state
+// and who moves it out.
+const (
+	// TINone: created with its run; the scheduler moves it on once its
+	// upstreams are decided.
+	TINone TI = "none"
+	// TIScheduled: upstreams succeeded (or a retry or a never-started
+	// requeue is due); the scheduler queues it within max_active_tasks.
+	TIScheduled TI = "scheduled"
+	// TIQueued: waiting for an agent's claim; the dispatch-lost reaper
+	// fails it when no live agent could ever take it.
+	TIQueued TI = "queued"
+	// TIRunning: claimed by an agent; left by the agent's completion or by
+	// the agent-lost reaper and the execution-timeout backstop.
+	TIRunning TI = "running"
+	// TISuccess: terminal. A late success may also land here from
+	// up_for_retry, scheduled, queued or failed (DESIGN §6).
+	TISuccess TI = "success"
+	// TIFailed: terminal, with a Reason.
+	TIFailed TI = "failed"
+	// TIUpForRetry: a try failed with budget left; the scheduler moves it
+	// to scheduled once next_retry_at is due.
+	TIUpForRetry TI = "up_for_retry"
+	// TIUpstreamFailed: terminal; an upstream failed or was cancelled. A
+	// late success of that upstream returns it to none.
+	TIUpstreamFailed TI = "upstream_failed"
+	// TISkipped: terminal; counts as done for dependents.
+	TISkipped TI = "skipped"
+	// TICancelled: terminal; the run was cancelled or timed out.
+	TICancelled TI = "cancelled"
+)
+
+// TIStates lists every task-instance state, in lifecycle order.
+func TIStates() []TI {
+	return []TI{TINone, TIScheduled, TIQueued, TIRunning, TISuccess, TIFailed, TIUpForRetry,
+		TIUpstreamFailed, TISkipped, TICancelled}
+}
+
+// Terminal reports whether no scheduler step moves the TI out of s.
+func (s TI) Terminal() bool {
+	switch s {
+	case TISuccess, TIFailed, TIUpstreamFailed, TISkipped, TICancelled:
+		return true
+	}
+	return false
+}
+
+// Active reports whether a TI in s still has work ahead that the
+// scheduler or an agent will do: the states an orphaned run has none of.
+func (s TI) Active() bool {
+	switch s {
+	case TIScheduled, TIQueued, TIRunning, TIUpForRetry:
+		return true
+	}
+	return false
+}
+
+// Done reports whether s satisfies a dependent's all_success rule.
+func (s TI) Done() bool { return s == TISuccess || s == TISkipped }
+
+// Run is the state of one DAG run.
+type Run string
+
+// Run states: queued -> running -> success | failed | cancelled.
+const (
+	// RunQueued: triggered; the scheduler starts it on its next tick.
+	RunQueued Run = "queued"
+	// RunRunning: the scheduler finalizes it once every TI is terminal;
+	// the orphan reaper and the run timeout end it otherwise.
+	RunRunning Run = "running"
+	// RunSuccess: terminal; every TI succeeded or was skipped.
+	RunSuccess Run = "success"
+	// RunFailed: terminal, with the Reason of the TI that failed it.
+	RunFailed Run = "failed"
+	// RunCancelled: terminal; by an operator (cancelled) or run_timeout.
+	RunCancelled Run = "cancelled"
+)
+
+// RunStates lists every run state.
+func RunStates() []Run {
+	return []Run{RunQueued, RunRunning, RunSuccess, RunFailed, RunCancelled}
+}
+
+// Terminal reports whether the run has ended.
+func (s Run) Terminal() bool {
+	return s == RunSuccess || s == RunFailed || s == RunCancelled
+}
+
+// Reason is the machine-readable cause recorded on a TI that ends failed
+// or cancelled, or is requeued, and on a run that fails (DESIGN §3).
+type Reason string
+
+// Reasons.
+const (
+	ReasonAgentLost        Reason = "agent_lost"        // its agent stopped heartbeating
+	ReasonDispatchLost     Reason = "dispatch_lost"     // no live agent could take it, or it never started
+	ReasonOrphaned         Reason = "orphaned"          // its run had nothing left to do
+	ReasonExecutionTimeout Reason = "execution_timeout" // ran past execution_timeout
+	ReasonRunTimeout       Reason = "run_timeout"       // its run passed the DAG's timeout
+	ReasonCancelled        Reason = "cancelled"         // an operator cancelled the run
+	ReasonExitCode         Reason = "exit_code"         // the command failed
+	ReasonUpstreamFailed   Reason = "upstream_failed"   // an upstream failed
+	ReasonNoMatchingAgent  Reason = "no_matching_agent" // no agent offers the required tags
+)
+
+// Reasons lists every reason.
+func Reasons() []Reason {
+	return []Reason{ReasonAgentLost, ReasonDispatchLost, ReasonOrphaned, ReasonExecutionTimeout,
+		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent}
+}
+
+// Actor is who makes a transition; each may make only its own.
+type Actor string
+
+// Actors.
+const (
+	ActorScheduler    Actor = "scheduler"     // the leader's tick
+	ActorAgent        Actor = "agent"         // claims and completions
+	ActorReaper       Actor = "reaper"        // the leader's recovery services
+	ActorOperator     Actor = "operator"      // cancel
+	ActorLateComplete Actor = "late_complete" // a success accepted after a reap
+)
+
+// Transition is one allowed task-instance move.
+type Transition struct {
+	From, To TI
+	By       Actor
+}
+
+// TITransitions is the written-down state machine: every move any layer
+// makes. The store's SQL implements exactly these; a reviewer adding a
+// write adds its row here first.
+var TITransitions = []Transition{
+	{TINone, TIScheduled, ActorScheduler},
+	{TINone, TIUpstreamFailed, ActorScheduler},
+	{TIScheduled, TIQueued, ActorScheduler},
+	{TIUpForRetry, TIScheduled, ActorScheduler},
+	{TIQueued, TIRunning, ActorAgent},
+	{TIRunning, TISuccess, ActorAgent},
+	{TIRunning, TIFailed, ActorAgent},
+	{TIRunning, TIUpForRetry, ActorAgent},
+	{TIRunning, TIFailed, ActorReaper},     // agent_lost, execution_timeout, dispatch_lost after 5 dispatches
+	{TIRunning, TIUpForRetry, ActorReaper}, // agent_lost, execution_timeout with budget left
+	{TIRunning, TIScheduled, ActorReaper},  // never-started requeue
+	{TIQueued, TIFailed, ActorReaper},      // dispatch_lost
+	{TINone, TIFailed, ActorReaper},        // orphaned
+	{TIUpForRetry, TISuccess, ActorLateComplete},
+	{TIScheduled, TISuccess, ActorLateComplete},
+	{TIQueued, TISuccess, ActorLateComplete},
+	{TIFailed, TISuccess, ActorLateComplete},
+	{TIUpstreamFailed, TINone, ActorLateComplete}, // dependents re-derived after a late success
+}
+
+// Allowed reports whether by may move a TI from one state to another;
+// cancellation (any non-terminal state to cancelled, by the operator or
+// the run-timeout reaper) is implied.
+func Allowed(from, to TI, by Actor) bool {
+	if to == TICancelled {
+		return !from.Terminal() && (by == ActorOperator || by == ActorReaper)
+	}
+	for _, t := range TITransitions {
+		if t.From == from && t.To == to && t.By == by {
+			return true
+		}
+	}
+	return false
+}
+
+// Strings converts typed values to a []string for SQL array parameters.
+func Strings[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
