@@ -195,7 +195,7 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 	group, unsub := s.services(term.Epoch, stall)
 	defer unsub()
 	s.setGroup(group, stall)
-	s.log.Info("leading: scheduler and maintenance services started", "epoch", term.Epoch,
+	s.log.Info("leading: scheduler and reapers started", "epoch", term.Epoch,
 		"grace_start", s.currentTerm().GraceStart)
 	err := group.Run(ctx)
 	if store.IsFenced(err) {
