@@ -177,6 +177,23 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 	th := r.cfg.Thresholds()
 	for _, name := range names {
 		start := time.Now()
+		if err := r.pages(ctx, name, now, term, th, dry, &rep); err != nil {
+			return rep, err
+		}
+		if !dry {
+			r.cfg.Metrics.ReaperDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}
+	}
+	return rep, nil
+}
+
+// pages runs one reaper at one horizon (now), page after page: while a
+// full page was written and every row of it left the candidate set, the
+// next page is listed, so a pass keeps up with any number of stale rows
+// (River's rescuer loop). A dry run lists one page. It returns only a
+// fenced error; the others are in rep.
+func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Term, th Thresholds, dry bool, rep *protocol.ReapReport) error {
+	for ctx.Err() == nil {
 		plans, grace, err := r.reaper(name)(ctx, now, term, th)
 		if grace != "" {
 			rep.Grace = strings.TrimSpace(rep.Grace + "\n" + grace)
@@ -185,21 +202,25 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 			r.cfg.Metrics.Decide(name + metrics.DecisionSuffixListError)
 			r.log.Warn("reaper list query failed; next sweep retries", "reaper", name, "err", err)
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", name, err))
-			continue
+			return nil
 		}
+		moved := 0
 		if !dry {
-			errs, err := r.applyAll(ctx, name, term.Epoch, plans)
+			var errs []string
+			errs, moved, err = r.applyAll(ctx, name, term.Epoch, plans)
 			rep.Errors = append(rep.Errors, errs...)
 			if err != nil {
-				return rep, err
+				return err
 			}
-			r.cfg.Metrics.ReaperDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}
 		for _, p := range plans {
 			rep.Candidates = append(rep.Candidates, p.ReapCandidate)
 		}
+		if dry || len(plans) < r.cfg.Batch || moved < len(plans) {
+			return nil
+		}
 	}
-	return rep, nil
+	return nil
 }
 
 // applyAll writes a reaper's plans: its TI transitions and agent flips in
@@ -207,8 +228,9 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 // decision that landed. If a batch statement fails (other than by the
 // fence), its candidates are retried one by one so that a single bad row
 // is counted as <reaper>_error and does not stop the others. It returns
-// the candidate errors, and a *store.FencedError that ends the pass.
-func (r *Reapers) applyAll(ctx context.Context, name string, epoch int64, plans []plan) ([]string, error) {
+// the candidate errors, how many batched writes landed (rows that left
+// the candidate set), and a *store.FencedError that ends the pass.
+func (r *Reapers) applyAll(ctx context.Context, name string, epoch int64, plans []plan) ([]string, int, error) {
 	var reaps, agents []int
 	for i, p := range plans {
 		switch {
@@ -220,30 +242,37 @@ func (r *Reapers) applyAll(ctx context.Context, name string, epoch int64, plans 
 	}
 	landed := map[int]bool{}
 	if err := r.batch(ctx, epoch, plans, reaps, landed, r.applyReaps); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := r.batch(ctx, epoch, plans, agents, landed, r.markInactive); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var errs []string
+	moved := 0
 	for i := range plans {
 		p := &plans[i]
 		if p.reap != nil || p.agent != nil {
 			if ok, done := landed[i]; done {
 				p.Applied = r.record(ctx, name, epoch, *p, ok)
+				if ok {
+					moved++
+				}
 				continue
 			}
 		}
 		applied, err := r.act(ctx, name, epoch, *p)
 		if store.IsFenced(err) {
-			return errs, err
+			return errs, moved, err
 		}
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
 		p.Applied = applied
+		if applied && p.Decision != metrics.DecisionDispatchLostDeferred { // a deferred backlog stays listed
+			moved++
+		}
 	}
-	return errs, nil
+	return errs, moved, nil
 }
 
 // batchFunc writes the plans at idx in one statement and marks which

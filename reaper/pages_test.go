@@ -1,0 +1,50 @@
+package reaper_test
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/reaper"
+)
+
+// One pass keeps listing while whole pages land, so a backlog of stale
+// rows larger than the batch is reaped in one pass, each row with its own
+// event and decision.
+func TestOnePassReapsPageAfterPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	var err error
+	e.reapers, err = reaper.New(reaper.Config{
+		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+		Logger: slog.New(slog.DiscardHandler), Batch: 3,
+	})
+	require.NoError(t, err)
+	e.apply("dag_id: seven\nmax_active_tasks: 7\ntasks:\n" +
+		"  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n  - id: c\n    command: [\"true\"]\n" +
+		"  - id: d\n    command: [\"true\"]\n  - id: e\n    command: [\"true\"]\n  - id: f\n    command: [\"true\"]\n" +
+		"  - id: g\n    command: [\"true\"]\n")
+	runID := e.trigger("seven")
+	agent := e.register("w", nil, 7)
+	tasks := e.claim(agent, 7)
+	require.Len(t, tasks, 7)
+	e.started(agent, tasks...)
+
+	rep := e.sweepAt(e.dbNow().Add(10*time.Minute), e.oldTerm())
+	assert.Len(t, rep.Candidates, 7, "pages of 3, 3 and 1")
+	for _, c := range rep.Candidates {
+		assert.True(t, c.Applied)
+	}
+	assert.Equal(t, 7.0, e.decisions("agent_lost"))
+	n := 0
+	for _, k := range e.eventKinds(runID) {
+		if k == "agent_lost" {
+			n++
+		}
+	}
+	assert.Equal(t, 7, n, "one event per reaped TI")
+}
