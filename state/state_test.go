@@ -1,0 +1,168 @@
+package state_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/state"
+)
+
+func TestListsHaveNoDuplicates(t *testing.T) {
+	assertUnique(t, "TIStates", state.TIStates())
+	assertUnique(t, "RunStates", state.RunStates())
+	assertUnique(t, "Reasons", state.Reasons())
+}
+
+func assertUnique[T ~string](t *testing.T, name string, vs []T) {
+	t.Helper()
+	seen := map[T]bool{}
+	for _, v := range vs {
+		assert.False(t, seen[v], "%s lists %q twice", name, v)
+		assert.NotEmpty(t, v, "%s lists an empty value", name)
+		seen[v] = true
+	}
+}
+
+// declaredConsts parses state.go and returns, for each of the named
+// types, the string value of every constant declared with that type.
+// Like River's TestJobStates: a constant added to the file but not to
+// its list function fails the test below.
+func declaredConsts(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "state.go", nil, 0)
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			typ, ok := vs.Type.(*ast.Ident)
+			if !ok {
+				continue
+			}
+			for i, name := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				require.True(t, ok && lit.Kind == token.STRING, "%s: value is not a string literal", name.Name)
+				v, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				out[typ.Name] = append(out[typ.Name], v)
+			}
+		}
+	}
+	return out
+}
+
+func TestListsHoldEveryDeclaredConstant(t *testing.T) {
+	consts := declaredConsts(t)
+	for _, c := range []struct {
+		typ  string
+		list []string
+	}{
+		{"TI", state.Strings(state.TIStates())},
+		{"Run", state.Strings(state.RunStates())},
+		{"Reason", state.Strings(state.Reasons())},
+	} {
+		declared := slices.Clone(consts[c.typ])
+		require.NotEmpty(t, declared, "no constants of type %s found in state.go", c.typ)
+		slices.Sort(declared)
+		list := slices.Clone(c.list)
+		slices.Sort(list)
+		assert.Equal(t, declared, list, "the %s list function must list exactly the declared %s constants", c.typ, c.typ)
+	}
+}
+
+func TestTIPredicates(t *testing.T) {
+	terminal := []state.TI{state.TISuccess, state.TIFailed, state.TIUpstreamFailed, state.TISkipped, state.TICancelled}
+	active := []state.TI{state.TIScheduled, state.TIQueued, state.TIRunning, state.TIUpForRetry}
+	done := []state.TI{state.TISuccess, state.TISkipped}
+	for _, s := range state.TIStates() {
+		assert.Equal(t, slices.Contains(terminal, s), s.Terminal(), "%s.Terminal", s)
+		assert.Equal(t, slices.Contains(active, s), s.Active(), "%s.Active", s)
+		assert.Equal(t, slices.Contains(done, s), s.Done(), "%s.Done", s)
+		assert.False(t, s.Terminal() && s.Active(), "%s is both terminal and active", s)
+		if s.Done() {
+			assert.True(t, s.Terminal(), "%s is done but not terminal", s)
+		}
+	}
+	// none is neither: it waits for its upstreams.
+	assert.False(t, state.TINone.Terminal() || state.TINone.Active())
+	assert.False(t, state.TI("bogus").Terminal() || state.TI("bogus").Active() || state.TI("bogus").Done())
+}
+
+func TestRunTerminal(t *testing.T) {
+	want := map[state.Run]bool{state.RunQueued: false, state.RunRunning: false,
+		state.RunSuccess: true, state.RunFailed: true, state.RunCancelled: true}
+	require.Len(t, want, len(state.RunStates()))
+	for _, s := range state.RunStates() {
+		assert.Equal(t, want[s], s.Terminal(), "%s.Terminal", s)
+	}
+}
+
+func TestTransitionsUseKnownStatesAndActors(t *testing.T) {
+	actors := []state.Actor{state.ActorScheduler, state.ActorAgent, state.ActorReaper, state.ActorOperator,
+		state.ActorLateComplete}
+	seen := map[state.Transition]bool{}
+	for _, tr := range state.TITransitions {
+		assert.Contains(t, state.TIStates(), tr.From, "%+v", tr)
+		assert.Contains(t, state.TIStates(), tr.To, "%+v", tr)
+		assert.Contains(t, actors, tr.By, "%+v", tr)
+		assert.NotEqual(t, tr.From, tr.To, "%+v is not a move", tr)
+		assert.False(t, seen[tr], "%+v is listed twice", tr)
+		seen[tr] = true
+		// Only a late completion (DESIGN §6) moves a TI out of a
+		// terminal state.
+		if tr.From.Terminal() {
+			assert.Equal(t, state.ActorLateComplete, tr.By, "%+v leaves a terminal state", tr)
+		}
+	}
+}
+
+func TestAllowed(t *testing.T) {
+	for _, tr := range state.TITransitions {
+		assert.True(t, state.Allowed(tr.From, tr.To, tr.By), "%+v is listed", tr)
+	}
+	for _, c := range []struct {
+		from, to state.TI
+		by       state.Actor
+		want     bool
+	}{
+		{state.TIQueued, state.TIRunning, state.ActorAgent, true},
+		{state.TIQueued, state.TIRunning, state.ActorScheduler, false}, // only a claim starts work
+		{state.TINone, state.TIRunning, state.ActorAgent, false},
+		{state.TISuccess, state.TIRunning, state.ActorAgent, false},
+		{state.TIRunning, state.TISuccess, state.ActorReaper, false}, // a reaper never invents success
+		{state.TIFailed, state.TISuccess, state.ActorAgent, false},   // only as a late completion
+		{state.TIFailed, state.TISuccess, state.ActorLateComplete, true},
+		{state.TISkipped, state.TISuccess, state.ActorLateComplete, false},
+	} {
+		assert.Equal(t, c.want, state.Allowed(c.from, c.to, c.by), "%s -> %s by %s", c.from, c.to, c.by)
+	}
+}
+
+// Cancellation is implied from every non-terminal state, by the operator
+// or the run-timeout reaper only, and never out of a terminal state.
+func TestAllowedCancellation(t *testing.T) {
+	for _, from := range state.TIStates() {
+		for _, by := range []state.Actor{state.ActorOperator, state.ActorReaper} {
+			assert.Equal(t, !from.Terminal(), state.Allowed(from, state.TICancelled, by), "%s -> cancelled by %s", from, by)
+		}
+		for _, by := range []state.Actor{state.ActorScheduler, state.ActorAgent, state.ActorLateComplete} {
+			assert.False(t, state.Allowed(from, state.TICancelled, by), "%s -> cancelled by %s", from, by)
+		}
+	}
+}
+
+func TestStrings(t *testing.T) {
+	assert.Equal(t, []string{"queued", "running"}, state.Strings([]state.Run{state.RunQueued, state.RunRunning}))
+	assert.Equal(t, []string{}, state.Strings[state.TI](nil))
+}
