@@ -193,7 +193,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("outcome: %q must be one of success, failed, execution_timeout", req.Outcome))
 		return
 	}
-	state, late, err := s.cfg.Store.Complete(r.Context(), agentID, req)
+	newState, late, err := s.cfg.Store.Complete(r.Context(), agentID, req)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -204,8 +204,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			"attempt_id", req.AttemptID, "agent_id", agentID)
 	}
 	s.log.Info("task instance completed", "agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID,
-		"outcome", req.Outcome, "exit_code", req.ExitCode, "state", state)
-	writeJSON(w, http.StatusOK, protocol.CompleteResponse{State: state})
+		"outcome", req.Outcome, "exit_code", req.ExitCode, "state", newState)
+	writeJSON(w, http.StatusOK, protocol.CompleteResponse{State: string(newState)})
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {

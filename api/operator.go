@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/state"
 )
-
-var runStates = map[string]bool{"queued": true, "running": true, "success": true, "failed": true, "cancelled": true}
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	agents, err := s.cfg.Store.ListAgents(r.Context())
@@ -84,10 +85,10 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	state := q.Get("state")
-	if state != "" && !runStates[state] {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
-			fmt.Sprintf("state: %q must be one of queued, running, success, failed, cancelled", state))
+	runState := state.Run(q.Get("state"))
+	if runState != "" && !slices.Contains(state.RunStates(), runState) {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("state: %q must be one of %s",
+			runState, strings.Join(state.Strings(state.RunStates()), ", ")))
 		return
 	}
 	limit := 100
@@ -99,7 +100,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	runs, err := s.cfg.Store.ListRuns(r.Context(), state, q.Get("dag_id"), limit)
+	runs, err := s.cfg.Store.ListRuns(r.Context(), runState, q.Get("dag_id"), limit)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -153,7 +154,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	run, err := s.cfg.Store.CancelRun(r.Context(), id, "cancelled", "cancelled by operator")
+	run, err := s.cfg.Store.CancelRun(r.Context(), id, state.ReasonCancelled, "cancelled by operator")
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

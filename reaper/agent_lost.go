@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -61,19 +62,19 @@ func LostAttempt(c store.StaleRunning, why string) store.Reap {
 	silent := why
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
-		WhereState: "running", WhereStamp: c.LastHeartbeatAt, StampColumn: store.StampHeartbeat,
+		WhereState: state.TIRunning, WhereStamp: c.LastHeartbeatAt, StampColumn: store.StampHeartbeat,
 	}
 	switch {
 	case !c.Started && c.DispatchAttempts+1 >= MaxDispatchAttempts:
-		reap.State, reap.Reason, reap.EventKind = "failed", "dispatch_lost", metrics.DecisionDispatchLost
+		reap.State, reap.Reason, reap.EventKind = state.TIFailed, state.ReasonDispatchLost, metrics.DecisionDispatchLost
 		reap.Message = fmt.Sprintf("%s and the task never started; dispatched %d times without starting, giving up",
 			silent, c.DispatchAttempts+1)
 	case !c.Started:
-		reap.State, reap.Reason, reap.EventKind, reap.Requeue = "scheduled", "agent_lost", metrics.DecisionAgentLostRequeued, true
+		reap.State, reap.Reason, reap.EventKind, reap.Requeue = state.TIScheduled, state.ReasonAgentLost, metrics.DecisionAgentLostRequeued, true
 		reap.Message = fmt.Sprintf("%s before the task started; requeued without spending a retry (dispatch attempt %d of %d)",
 			silent, c.DispatchAttempts+1, MaxDispatchAttempts)
 	default:
-		reap.Reason, reap.EventKind = "agent_lost", metrics.DecisionAgentLost
+		reap.Reason, reap.EventKind = state.ReasonAgentLost, metrics.DecisionAgentLost
 		failTry(&reap, c, silent)
 	}
 	return reap
@@ -83,11 +84,11 @@ func LostAttempt(c store.StaleRunning, why string) store.Reap {
 // budget remains, else failed, with a message that says which.
 func failTry(reap *store.Reap, c store.StaleRunning, why string) {
 	if ok, delay := c.Policy.Next(c.TryNumber); ok {
-		reap.State, reap.RetryDelay = "up_for_retry", delay
+		reap.State, reap.RetryDelay = state.TIUpForRetry, delay
 		reap.Message = fmt.Sprintf("%s; try %d failed, retry in %s", why, c.TryNumber, delay)
 		return
 	}
-	reap.State = "failed"
+	reap.State = state.TIFailed
 	reap.Message = fmt.Sprintf("%s; try %d failed, no retries left", why, c.TryNumber)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -67,8 +68,8 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 	}
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber,
-		State: "failed", Reason: "dispatch_lost", Message: cand.Message, EventKind: cand.Decision,
-		WhereState: "queued", WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
+		State: state.TIFailed, Reason: state.ReasonDispatchLost, Message: cand.Message, EventKind: cand.Decision,
+		WhereState: state.TIQueued, WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
 	}
 	return plan{ReapCandidate: cand, reap: &reap}
 }

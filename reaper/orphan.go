@@ -37,8 +37,8 @@ func (r *Reapers) planOrphans(ctx context.Context, now time.Time, _ Term, th Thr
 		}
 		c := c
 		plans = append(plans, plan{ReapCandidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
-			state, err := r.cfg.Store.FinalizeOrphan(ctx, epoch, c, cand.Message)
-			return state != "", err
+			ended, err := r.cfg.Store.FinalizeOrphan(ctx, epoch, c, cand.Message)
+			return ended != "", err
 		}})
 	}
 	return plans, "", nil

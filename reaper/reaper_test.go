@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 )
 
 const twoTasks = `dag_id: two
@@ -321,9 +322,9 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 
 	// The partitioned agent finished both; its buffered successes arrive.
 	for _, task := range []protocol.ClaimedTask{a, b} {
-		state, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: task.Attempt, Outcome: "success"})
+		got, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: task.Attempt, Outcome: "success"})
 		require.NoError(t, err, task.TaskID)
-		assert.Equal(t, "success", state)
+		assert.Equal(t, state.TISuccess, got)
 		assert.True(t, late)
 	}
 	assert.Equal(t, "success", e.ti(runID, "a").State)
@@ -384,10 +385,10 @@ func TestLateSuccessAfterDispatchLostIsAccepted(t *testing.T) {
 	e.sweepNow()
 	require.Equal(t, "dispatch_lost", e.ti(runID, "a").Reason)
 
-	state, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"})
+	got, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"})
 	require.NoError(t, err)
 	assert.True(t, late)
-	assert.Equal(t, "success", state)
+	assert.Equal(t, state.TISuccess, got)
 }
 
 // Accepting a late success from 'failed' re-opens the dependents that

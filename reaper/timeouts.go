@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -34,8 +35,8 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 			c.Age.Round(time.Second), c.ExecutionTimeout, th.AgentLost)
 		reap := store.Reap{
 			TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
-			Reason: "execution_timeout", EventKind: metrics.DecisionExecutionTimeout,
-			WhereState: "running", WhereStamp: c.StartedAt, StampColumn: store.StampStarted,
+			Reason: state.ReasonExecutionTimeout, EventKind: metrics.DecisionExecutionTimeout,
+			WhereState: state.TIRunning, WhereStamp: c.StartedAt, StampColumn: store.StampStarted,
 		}
 		failTry(&reap, c.StaleRunning, what)
 		plans = append(plans, plan{
@@ -63,7 +64,7 @@ func (r *Reapers) planRunTimeouts(ctx context.Context, now time.Time, _ Term, _ 
 	plans := make([]plan, 0, len(runs))
 	for _, c := range runs {
 		msg := fmt.Sprintf("run exceeded its timeout of %s (%s since it %s)", c.Timeout,
-			now.Sub(c.Since).Round(time.Second), map[bool]string{true: "started", false: "was queued"}[c.State == "running"])
+			now.Sub(c.Since).Round(time.Second), map[bool]string{true: "started", false: "was queued"}[c.State == state.RunRunning])
 		plans = append(plans, plan{
 			ReapCandidate: protocol.ReapCandidate{
 				Reaper: ReaperRunTimeout, Decision: metrics.DecisionRunTimeout, RunID: c.RunID, Signal: "timeout_deadline",

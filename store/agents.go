@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // RegisterAgent upserts the agent by name (a restarted agent keeps its id),
@@ -98,11 +99,11 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol
 		return nil, now, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
 	}
 	var rows []struct {
-		TIID      int64   `json:"ti_id"`
-		AttemptID string  `json:"attempt_id"`
-		State     *string `json:"state"`
-		Current   *string `json:"current"`
-		Reason    *string `json:"reason"`
+		TIID      int64         `json:"ti_id"`
+		AttemptID string        `json:"attempt_id"`
+		State     *state.TI     `json:"state"`
+		Current   *string       `json:"current"`
+		Reason    *state.Reason `json:"reason"`
 	}
 	if err := json.Unmarshal(stale, &rows); err != nil {
 		return nil, now, fmt.Errorf("heartbeat of agent %d: %w", agentID, err)
@@ -117,24 +118,25 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol
 	return stops, now, nil
 }
 
-func deref(s *string) string {
+func deref[T ~string](s *T) T {
 	if s == nil {
 		return ""
 	}
 	return *s
 }
 
-// stopReason classifies why an attempt is no longer current.
-func stopReason(state, current, attempt, reason string) string {
+// stopReason classifies why attempt is no longer current, given the TI's
+// state (empty when there is no such TI), current attempt and reason.
+func stopReason(ti state.TI, current, attempt string, reason state.Reason) string {
 	switch {
-	case state == "":
+	case ti == "":
 		return protocol.StopUnknown
 	case current != attempt:
 		return protocol.StopSuperseded
-	case state == "cancelled":
+	case ti == state.TICancelled:
 		return protocol.StopCancelled
-	case reason == "agent_lost" || reason == "dispatch_lost" || reason == "orphaned" ||
-		(reason == "execution_timeout" && state != "running"):
+	case reason == state.ReasonAgentLost || reason == state.ReasonDispatchLost || reason == state.ReasonOrphaned ||
+		(reason == state.ReasonExecutionTimeout && ti != state.TIRunning):
 		return protocol.StopReaped
 	default:
 		return protocol.StopFinished

@@ -9,18 +9,20 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/scheduler/retry"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // tiAttempt is the part of a TI row a completion decides on.
 type tiAttempt struct {
 	runID, tiID    int64
-	taskID, state  string
-	reason         string
+	taskID         string
+	state          state.TI
+	reason         state.Reason
 	attemptID      string
 	agentID        *int64
 	tryNumber      int
 	policy         retry.Policy
-	runState       string
+	runState       state.Run
 	hasNewerClaims bool
 }
 
@@ -58,7 +60,7 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 //
 // Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
 // another agent), *StaleAttemptError (not the current attempt).
-func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (newState string, late bool, err error) {
+func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (newState state.TI, late bool, err error) {
 	lockRun := false
 	for {
 		newState, late, err = s.completeTx(ctx, agentID, req, lockRun)
@@ -78,23 +80,21 @@ func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.Comple
 // deadlock.
 var errNeedRunLock = errors.New("late completion needs the run lock")
 
-// lateReasons are the reaper decisions a success of the same attempt may
-// still overturn: the agent was only unreachable, the work was done.
+// lateEligible reports whether a success of the same attempt may still
+// overturn a reaper's decision: the run is live, the reaper only judged
+// the agent unreachable (agent_lost, dispatch_lost), and the state
+// machine lets a late completion move the TI to success.
 func lateEligible(a tiAttempt, outcome string) bool {
-	if outcome != protocol.OutcomeSuccess || a.runState != "running" {
+	if outcome != protocol.OutcomeSuccess || a.runState != state.RunRunning {
 		return false
 	}
-	if a.reason != "agent_lost" && a.reason != "dispatch_lost" {
+	if a.reason != state.ReasonAgentLost && a.reason != state.ReasonDispatchLost {
 		return false
 	}
-	switch a.state {
-	case "up_for_retry", "scheduled", "queued", "failed":
-		return true
-	}
-	return false
+	return state.Allowed(a.state, state.TISuccess, state.ActorLateComplete)
 }
 
-func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.CompleteRequest, lockRun bool) (newState string, late bool, err error) {
+func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.CompleteRequest, lockRun bool) (newState state.TI, late bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if lockRun {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = (SELECT run_id FROM task_instances WHERE id = $1) FOR NO KEY UPDATE`, req.TIID); err != nil {
@@ -106,30 +106,32 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.Comp
 			return err
 		}
 		if a.attemptID != req.AttemptID {
-			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason), State: a.state}
+			return &StaleAttemptError{TIID: a.tiID, Reason: string(stopReason(a.state, a.attemptID, req.AttemptID, a.reason)),
+				State: string(a.state)}
 		}
 		if a.agentID == nil || *a.agentID != agentID {
 			return fmt.Errorf("task instance %d attempt %s belongs to another agent: %w", a.tiID, req.AttemptID, ErrForbidden)
 		}
-		if a.state == "running" {
+		if a.state == state.TIRunning {
 			var kind, msg string
 			newState, kind, msg = decideOutcome(a, req)
-			reason := ""
-			if newState != "success" {
-				reason = "exit_code"
+			var reason state.Reason
+			if newState != state.TISuccess {
+				reason = state.ReasonExitCode
 				if req.Outcome == protocol.OutcomeExecutionTimeout {
-					reason = "execution_timeout"
+					reason = state.ReasonExecutionTimeout
 				}
 			}
 			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
 		}
 		if !lateEligible(a, req.Outcome) {
-			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason), State: a.state}
+			return &StaleAttemptError{TIID: a.tiID, Reason: string(stopReason(a.state, a.attemptID, req.AttemptID, a.reason)),
+				State: string(a.state)}
 		}
 		if !lockRun {
 			return errNeedRunLock
 		}
-		newState, late = "success", true
+		newState, late = state.TISuccess, true
 		return s.acceptLate(ctx, tx, a, req)
 	})
 	return newState, late, err
@@ -142,10 +144,10 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.Comp
 // state cannot finalize over it.
 func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest) error {
 	msg := fmt.Sprintf("success of try %d accepted after %s (state was %s)", a.tryNumber, a.reason, a.state)
-	if err := s.finishTI(ctx, tx, a, req, "success", "", "late_completion_accepted", msg); err != nil {
+	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", "late_completion_accepted", msg); err != nil {
 		return err
 	}
-	if a.state == "failed" {
+	if a.state == state.TIFailed {
 		if _, err := tx.Exec(ctx, `
 			UPDATE task_instances SET state = 'none', reason = NULL, message = NULL, end_date = NULL, updated_at = now()
 			 WHERE run_id = $1 AND state = 'upstream_failed'`, a.runID); err != nil {
@@ -158,9 +160,9 @@ func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req prot
 
 // decideOutcome maps a completion to the TI's next state, event kind and
 // message, applying the retry policy.
-func decideOutcome(a tiAttempt, req protocol.CompleteRequest) (state, kind, msg string) {
+func decideOutcome(a tiAttempt, req protocol.CompleteRequest) (to state.TI, kind, msg string) {
 	if req.Outcome == protocol.OutcomeSuccess {
-		return "success", "ti_success", fmt.Sprintf("try %d succeeded", a.tryNumber)
+		return state.TISuccess, "ti_success", fmt.Sprintf("try %d succeeded", a.tryNumber)
 	}
 	what := "failed"
 	switch {
@@ -172,23 +174,25 @@ func decideOutcome(a tiAttempt, req protocol.CompleteRequest) (state, kind, msg 
 		what = "failed: " + req.Error
 	}
 	if ok, delay := a.policy.Next(a.tryNumber); ok {
-		return "up_for_retry", "ti_up_for_retry",
+		return state.TIUpForRetry, "ti_up_for_retry",
 			fmt.Sprintf("try %d %s; retry %d of %d in %s", a.tryNumber, what, a.tryNumber, a.policy.Retries, delay)
 	}
-	return "failed", "ti_failed", fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
+	return state.TIFailed, "ti_failed", fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
 }
 
 // finishTI writes the completion with a guarded UPDATE (attempt and state
 // as loaded), its event and the scheduler wake-up.
-func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest, state, reason, kind, msg string) error {
+func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest,
+	to state.TI, reason state.Reason, kind, msg string) error {
 	var delayUS int64
-	if state == "up_for_retry" {
+	if to == state.TIUpForRetry {
 		_, d := a.policy.Next(a.tryNumber)
 		delayUS = micros(d)
 	}
 	var nullReason *string
 	if reason != "" {
-		nullReason = &reason
+		r := string(reason)
+		nullReason = &r
 	}
 	tag, err := tx.Exec(ctx, `
 		UPDATE task_instances
@@ -197,7 +201,7 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protoc
 		       next_retry_at = CASE WHEN $3 = 'up_for_retry' THEN now() + $7 * interval '1 microsecond' END,
 		       updated_at = now()
 		 WHERE id = $1 AND attempt_id = $2::uuid AND state = $8`,
-		a.tiID, req.AttemptID, state, nullReason, msg, req.ExitCode, delayUS, a.state)
+		a.tiID, req.AttemptID, string(to), nullReason, msg, req.ExitCode, delayUS, string(a.state))
 	if err != nil {
 		return err
 	}

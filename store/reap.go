@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/scheduler/retry"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // The reapers' SQL (DESIGN §6). Each List* query returns only candidates
@@ -90,13 +91,13 @@ type Reap struct {
 	TryNumber   int
 	AttemptID   string
 	AgentID     *int64
-	State       string        // new state: failed | up_for_retry | scheduled
-	Reason      string        // agent_lost | dispatch_lost | execution_timeout ...
+	State       state.TI      // new state: failed | up_for_retry | scheduled
+	Reason      state.Reason  // agent_lost | dispatch_lost | execution_timeout ...
 	Message     string        // human text, also the event message
 	RetryDelay  time.Duration // up_for_retry only
 	Requeue     bool          // never-started requeue: try_number−1, dispatch_attempts+1
 	EventKind   string        // decision label, used as the event kind
-	WhereState  string        // signal: the state it was listed in
+	WhereState  state.TI      // signal: the state it was listed in
 	WhereStamp  time.Time     // signal: the stamp's value when listed
 	StampColumn string        // one of StampHeartbeat, StampQueued, StampStarted
 	// NoCoverSince, when set, also re-checks that no active agent that
@@ -187,8 +188,9 @@ func applyReapsTx(ctx context.Context, tx Tx, reaps []Reap) ([]Reap, error) {
 		default:
 			return nil, fmt.Errorf("apply reap: stamp column %q is not allowed", r.StampColumn)
 		}
-		ids[i], states[i], reasons[i], msgs[i], delays[i], requeue[i] = r.TIID, r.State, r.Reason, r.Message, micros(r.RetryDelay), r.Requeue
-		whereStates[i], stamps[i], cols[i], attempts[i] = r.WhereState, r.WhereStamp, r.StampColumn, r.AttemptID
+		ids[i], states[i], reasons[i], msgs[i] = r.TIID, string(r.State), string(r.Reason), r.Message
+		delays[i], requeue[i] = micros(r.RetryDelay), r.Requeue
+		whereStates[i], stamps[i], cols[i], attempts[i] = string(r.WhereState), r.WhereStamp, r.StampColumn, r.AttemptID
 		tries[i], agents[i], kinds[i] = int32(r.TryNumber), r.AgentID, r.EventKind
 		if !r.NoCoverSince.IsZero() {
 			cover[i] = &reaps[i].NoCoverSince
@@ -333,8 +335,8 @@ func (s *Store) ListOrphanRuns(ctx context.Context, now time.Time, threshold tim
 // reason); otherwise its 'none' TIs fail with reason orphaned and the run
 // fails with reason orphaned. It returns the run's new state, or "" when
 // the signal no longer held.
-func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, message string) (string, error) {
-	var state string
+func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, message string) (state.Run, error) {
+	var ended state.Run
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
 		// The run row first: the order the scheduler's pass takes.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE`, c.RunID); err != nil {
@@ -364,8 +366,8 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 			         message = $3, end_date = now(), updated_at = now(), idle_since = NULL
 			    FROM chk WHERE r.id = chk.id AND r.state = 'running' AND r.updated_at = chk.run_updated
 			  RETURNING r.id, r.state)
-			SELECT coalesce((SELECT state FROM upd), '')`, c.RunID, c.LastChange, message).Scan(&state)
-		if err != nil || state == "" {
+			SELECT coalesce((SELECT state FROM upd), '')`, c.RunID, c.LastChange, message).Scan(&ended)
+		if err != nil || ended == "" {
 			return err
 		}
 		kind := "orphan_reaped"
@@ -373,13 +375,13 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 			kind = "orphan_finalized"
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO events (run_id, kind, message) VALUES ($1, $2, $3)`,
-			c.RunID, kind, message+" (run "+state+")")
+			c.RunID, kind, message+" (run "+string(ended)+")")
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("finalize orphan run %d: %w", c.RunID, err)
 	}
-	return state, nil
+	return ended, nil
 }
 
 // AgentRunning lists every running TI of agentID, as agent-lost-shaped

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // The Strøm-derived sweeps (DESIGN §7): execution-timeout backstop, run
@@ -63,7 +64,7 @@ func (s *Store) ListOverdueRunning(ctx context.Context, now time.Time, grace tim
 type TimedOutRun struct {
 	RunID    int64
 	DAGID    string
-	State    string
+	State    state.Run // queued or running
 	Since    time.Time
 	Timeout  time.Duration
 	Deadline time.Time
@@ -111,7 +112,7 @@ func (s *Store) TimeoutRun(ctx context.Context, epoch int64, c TimedOutRun, now 
 			return err
 		}
 		done = true
-		return cancelRunTx(ctx, tx, c.RunID, "run_timeout", message)
+		return cancelRunTx(ctx, tx, c.RunID, state.ReasonRunTimeout, message)
 	})
 	if err != nil {
 		return false, fmt.Errorf("time out run %d: %w", c.RunID, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // Terminal TI and run states, as SQL lists (DESIGN §3).
@@ -106,15 +107,15 @@ func scanRun(row pgx.Row) (protocol.Run, error) {
 	return r, err
 }
 
-// ListRuns returns the newest runs first, optionally filtered by state
+// ListRuns returns the newest runs first, optionally filtered by runState
 // (empty = all) and dagID (empty = all). limit ≤ 0 means 100.
-func (s *Store) ListRuns(ctx context.Context, state, dagID string, limit int) ([]protocol.Run, error) {
+func (s *Store) ListRuns(ctx context.Context, runState state.Run, dagID string, limit int) ([]protocol.Run, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs r
 		WHERE ($1 = '' OR r.state = $1) AND ($2 = '' OR r.dag_id = $2)
-		ORDER BY r.id DESC LIMIT $3`, state, dagID, limit)
+		ORDER BY r.id DESC LIMIT $3`, string(runState), dagID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -157,7 +158,7 @@ func (s *Store) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error
 // cancelRunTx cancels run runID and every non-terminal TI of it inside
 // tx, with events and a scheduler wake-up. The caller has checked (and
 // locked) the run's state.
-func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message string) error {
+func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reason, message string) error {
 	_, err := tx.Exec(ctx, `
 		WITH c AS (
 		  UPDATE task_instances SET state = 'cancelled', reason = $2, message = $3,
@@ -166,7 +167,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message st
 		  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
 		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
 		SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c`,
-		runID, reason, message)
+		runID, string(reason), message)
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message st
 		  UPDATE runs SET state = 'cancelled', reason = $2, message = $3, end_date = now(), updated_at = now()
 		   WHERE id = $1 RETURNING id)
 		INSERT INTO events (run_id, kind, message) SELECT id, 'run_cancelled', $3 FROM r`,
-		runID, reason, message)
+		runID, string(reason), message)
 	if err != nil {
 		return err
 	}
@@ -183,21 +184,22 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason, message st
 }
 
 // CancelRun cancels a queued or running run and every non-terminal TI of
-// it with reason (protocol reason "cancelled" or "run_timeout"). Agents
-// running its TIs are told to stop at their next heartbeat. Errors:
-// ErrNotFound; ErrConflict when the run is already terminal.
-func (s *Store) CancelRun(ctx context.Context, runID int64, reason, message string) (protocol.Run, error) {
+// it with reason (state.ReasonCancelled by an operator, or
+// state.ReasonRunTimeout). Agents running its TIs are told to stop at
+// their next heartbeat. Errors: ErrNotFound; ErrConflict when the run is
+// already terminal.
+func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason, message string) (protocol.Run, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var state string
-		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE`, runID).Scan(&state)
+		var cur state.Run
+		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE`, runID).Scan(&cur)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("run %d: %w", runID, ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		if state != "queued" && state != "running" {
-			return fmt.Errorf("run %d is already %s: %w", runID, state, ErrConflict)
+		if cur.Terminal() {
+			return fmt.Errorf("run %d is already %s: %w", runID, cur, ErrConflict)
 		}
 		return cancelRunTx(ctx, tx, runID, reason, message)
 	})
