@@ -45,22 +45,28 @@ func startReplicas(t *testing.T, n int, dbURL string, etcd []string, extra ...st
 	t.Helper()
 	var out []*replica
 	for i := 1; i <= n; i++ {
-		port := freePort(t)
-		id := fmt.Sprintf("r%d", i)
-		args := append([]string{"server", "--database-url", dbURL, "--etcd-endpoints", strings.Join(etcd, ","),
-			"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--replica-id", id,
-			"--agent-token", agentToken, "--operator-token", operatorToken, "--log-format", "json",
-			"--election-ttl", "2s", "--tick-interval", "200ms", "--heartbeat-interval", "1s",
-			"--agent-lost-threshold", "3s", "--sweep-interval", "250ms"}, extra...)
-		logPath := filepath.Join(t.TempDir(), "server-"+id+".log")
-		printLogTail(t, "server "+id, logPath)
-		r := &replica{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", port), p: startProc(t, "server "+id, logPath, args, nil)}
-		out = append(out, r)
+		out = append(out, startReplica(t, fmt.Sprintf("r%d", i), dbURL, etcd, nil, extra...))
 	}
 	for _, r := range out {
 		waitFor(t, readyTimeout, func() bool { _, ok := r.health(); return ok }, r.id+" serving")
 	}
 	return out
+}
+
+// startReplica starts one Pro replica with id and env (KEY=VALUE) on a
+// free port, with the flags of startReplicas plus extra, without waiting
+// for it to serve.
+func startReplica(t *testing.T, id, dbURL string, etcd, env []string, extra ...string) *replica {
+	t.Helper()
+	port := freePort(t)
+	args := append([]string{"server", "--database-url", dbURL, "--etcd-endpoints", strings.Join(etcd, ","),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--replica-id", id,
+		"--agent-token", agentToken, "--operator-token", operatorToken, "--log-format", "json",
+		"--election-ttl", "2s", "--tick-interval", "200ms", "--heartbeat-interval", "1s",
+		"--agent-lost-threshold", "3s", "--sweep-interval", "250ms"}, extra...)
+	logPath := filepath.Join(t.TempDir(), "server-"+id+".log")
+	printLogTail(t, "server "+id, logPath)
+	return &replica{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", port), p: startProc(t, "server "+id, logPath, args, env)}
 }
 
 // leaderOf returns the replica that reports leading, if exactly one does.

@@ -21,8 +21,10 @@ const (
 	// DefaultEtcdPrefix is the default election key prefix. Candidates put
 	// PREFIX/<lease id in hex> with their replica id as the value.
 	DefaultEtcdPrefix = "/vigil/leader"
-	// DefaultElectionTTL is the default session (lease) TTL: DESIGN §8.
-	DefaultElectionTTL = 10 * time.Second
+	// DefaultElectionTTL is the default session (lease) TTL: DESIGN §8. It
+	// is store.DefaultElectionTTL, the basis of the default leader
+	// timeouts (store.DefaultLeaderTimeouts).
+	DefaultElectionTTL = store.DefaultElectionTTL
 	// MinElectionTTL is the shortest EtcdConfig.TTL. etcd extends leases
 	// shorter than 1.5 × its election timeout (1 s by default), so 2 s is
 	// the shortest TTL that a default etcd honours as given.
@@ -84,7 +86,8 @@ type EtcdConfig struct {
 //
 // Each candidacy uses a fresh concurrency.Session (one lease): Campaign,
 // then check that the leader key really is ours (etcd #19597), then move
-// the PostgreSQL fence to the epoch (store.AcquireFence), then run
+// the PostgreSQL fence to the epoch (store.AcquireFence, retried on lock
+// timeouts while the session lives: adr/0010), then run
 // Callbacks.OnStartedLeading until the lease is lost (session.Done()), the
 // work returns, Run's context ends or Resign is called.
 //
@@ -370,7 +373,9 @@ func (e *Etcd) candidacy(ctx context.Context, cb Callbacks) error {
 
 	term := Term{Epoch: election.Rev(), Holder: e.self}
 	e.log.Debug("etcd election: won; taking the fence", "epoch", term.Epoch)
-	if err := e.store.AcquireFence(lctx, term.Epoch, e.self); err != nil {
+	// An older term's transaction may still hold the fence row (a frozen
+	// leader): takeFence retries lock timeouts while our session lives.
+	if err := takeFence(lctx, e.store, term.Epoch, e.self, e.log); err != nil {
 		rerr := e.resign(election)
 		if ctx.Err() != nil {
 			return nil

@@ -67,15 +67,24 @@ func (s *Static) Run(ctx context.Context, cb Callbacks) error {
 	return nil
 }
 
+// acquire draws an epoch and takes the fence with it (takeFence retries
+// lock timeouts in place), and on any other failure draws again after a
+// backoff. A fenced acquire means another Lite process drew a later epoch
+// moments ago: that epoch is final, and acquire draws a newer one. It
+// returns an error only when ctx ends.
 func (s *Static) acquire(ctx context.Context) (Term, error) {
 	backoff := 500 * time.Millisecond
+	log := s.log.With("elector", "static", "replica", s.self)
 	for {
 		epoch, err := s.store.NextLiteEpoch(ctx)
 		if err == nil {
-			err = s.store.AcquireFence(ctx, epoch, s.self)
+			err = takeFence(ctx, s.store, epoch, s.self, log)
 			if err == nil {
 				return Term{Epoch: epoch, Holder: s.self}, nil
 			}
+		}
+		if ctx.Err() != nil {
+			return Term{}, ctx.Err()
 		}
 		s.log.Warn("could not take the leader epoch; retrying", "err", err, "backoff", backoff)
 		select {

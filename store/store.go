@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,15 +50,38 @@ func (e *StaleAttemptError) Error() string {
 	return fmt.Sprintf("attempt of task instance %d is not current (%s; state %s)", e.TIID, e.Reason, e.State)
 }
 
-// Store wraps a pgx pool. It is safe for concurrent use.
+// Store wraps two pgx pools. It is safe for concurrent use.
+//
+// The main pool serves everything but leader work. The leader pool, a few
+// connections whose sessions carry the LeaderTimeouts, serves only
+// LeaderTx and AcquireFence (adr/0010-bounded-leader-waits.md).
 type Store struct {
-	pool *pgxpool.Pool
-	url  string
+	pool           *pgxpool.Pool
+	leader         *pgxpool.Pool
+	leaderTimeouts LeaderTimeouts
+	holdMarker     string // test hook: see EnvTestHookHoldLeaderTx
+	url            string
 }
 
-// Open connects to databaseURL (a postgres:// URL or DSN) and pings it.
-// It does not migrate; call Migrate first.
+// Open connects to databaseURL (a postgres:// URL or DSN) with the zero
+// Options: leader timeouts derived from DefaultElectionTTL. It does not
+// migrate; call Migrate first.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	return OpenWithOptions(ctx, databaseURL, Options{})
+}
+
+// OpenWithOptions connects to databaseURL (a postgres:// URL or DSN): the
+// main pool (at least 10 connections) and the leader pool, whose sessions
+// get opts' resolved LeaderTimeouts. It pings the first and checks the
+// settings on the second within 10 s. Errors: invalid timeouts (naming
+// the flag and rule, see LeaderTimeouts.Resolve), a bad URL, an
+// unreachable database, or a leader session that did not take the
+// timeouts. It does not migrate; call Migrate first.
+func OpenWithOptions(ctx context.Context, databaseURL string, opts Options) (*Store, error) {
+	lt, err := opts.LeaderTimeouts.Resolve(opts.ElectionTTL)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database-url: %w", err)
@@ -75,11 +99,20 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	return &Store{pool: pool, url: databaseURL}, nil
+	leader, err := openLeaderPool(pctx, databaseURL, lt)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool, leader: leader, leaderTimeouts: lt, url: databaseURL,
+		holdMarker: os.Getenv(EnvTestHookHoldLeaderTx)}, nil
 }
 
-// Close releases the pool.
-func (s *Store) Close() { s.pool.Close() }
+// Close releases both pools.
+func (s *Store) Close() {
+	s.pool.Close()
+	s.leader.Close()
+}
 
 // Ping checks the database is reachable, bounded by ctx.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }

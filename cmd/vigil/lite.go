@@ -47,6 +47,7 @@ type planeOpts struct {
 	agentToken, operatorToken       string
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
+	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
 }
 
 // addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
@@ -59,6 +60,34 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
 	p.recovery = addRecoveryFlags(cmd)
+	addLeaderTimeoutFlags(cmd, &p.leaderTimeouts)
+}
+
+// addLeaderTimeoutFlags adds the flags bounding the leader's PostgreSQL
+// sessions (adr/0010-bounded-leader-waits.md), the `leader:` section of the
+// config file. 0, the default, derives the value from the election TTL
+// (Lite: 10s) with store.DefaultLeaderTimeouts.
+func addLeaderTimeoutFlags(cmd *cobra.Command, t *store.LeaderTimeouts) {
+	f := cmd.Flags()
+	f.DurationVar(&t.Lock, "leader-lock-timeout", 0,
+		"lock_timeout of leader transactions and of a new leader taking the fence; 0: TTL/4 within 500ms..5s (< election TTL)")
+	f.DurationVar(&t.Statement, "leader-statement-timeout", 0,
+		"statement_timeout of leader statements; 0: 30s (> leader-lock-timeout, ≤ 1h)")
+	f.DurationVar(&t.IdleInTransaction, "leader-idle-timeout", 0,
+		"idle_in_transaction_session_timeout of leader sessions: a leader frozen inside a transaction loses it after this long; 0: TTL/2, ≥ 1s (< election TTL)")
+	for _, name := range []string{"leader-lock-timeout", "leader-statement-timeout", "leader-idle-timeout"} {
+		_ = f.SetAnnotation(name, configSection, []string{"leader"})
+	}
+}
+
+// storeOptions resolves the leader timeouts against the election TTL (0:
+// Lite, store.DefaultElectionTTL); errors name the flag and the rule.
+func (p *planeOpts) storeOptions(ttl time.Duration) (store.Options, error) {
+	lt, err := p.leaderTimeouts.Resolve(ttl)
+	if err != nil {
+		return store.Options{}, usageError("%v", err)
+	}
+	return store.Options{ElectionTTL: ttl, LeaderTimeouts: lt}, nil
 }
 
 // validate checks the shared flags; errors name the flag (exit 2).
@@ -144,6 +173,9 @@ func (o *liteOpts) validate() error {
 	case o.databaseURL == "" && o.dataDir == "":
 		return usageError("--data-dir: required when --database-url is empty")
 	}
+	if _, err := o.storeOptions(0); err != nil {
+		return err
+	}
 	return o.planeOpts.validate()
 }
 
@@ -175,7 +207,11 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	if err := store.Migrate(ctx, url); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	opts, err := o.storeOptions(0)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenWithOptions(ctx, url, opts)
 	if err != nil {
 		return err
 	}

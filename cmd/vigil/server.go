@@ -68,6 +68,9 @@ func (o *serverOpts) validate() error {
 		return usageError("--election-ttl: %s must be whole seconds between %s and %s",
 			o.electionTTL, leader.MinElectionTTL, leader.MaxElectionTTL)
 	}
+	if _, err := o.storeOptions(o.electionTTL); err != nil {
+		return err
+	}
 	return o.planeOpts.validate()
 }
 
@@ -106,7 +109,11 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	if err := store.Migrate(ctx, o.databaseURL); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, o.databaseURL)
+	opts, err := o.storeOptions(o.electionTTL)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenWithOptions(ctx, o.databaseURL, opts)
 	if err != nil {
 		return err
 	}
