@@ -73,7 +73,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
-	id, stops, now, err := s.cfg.Store.RegisterAgent(r.Context(), req)
+	id, stops, now, err := s.cfg.Store.RegisterAgent(r.Context(), fromRegister(req))
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -82,7 +82,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		"capacity", req.Capacity, "in_flight", len(req.InFlight), "terminate", len(stops))
 	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
 		AgentID: id, HeartbeatInterval: protocol.Duration(s.cfg.HeartbeatInterval),
-		Terminate: stops, ServerTime: now,
+		Terminate: toStopOrders(stops), ServerTime: now,
 	})
 }
 
@@ -123,7 +123,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 				s.log.Info("task instance claimed", "agent_id", agentID, "ti_id", t.TIID, "run_id", t.RunID,
 					"task_id", t.TaskID, "try_number", t.TryNumber, "attempt_id", t.AttemptID)
 			}
-			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(tasks)})
+			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(toClaimedTasks(tasks))})
 			return
 		}
 		select {
@@ -164,16 +164,17 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	stops, now, err := s.cfg.Store.Heartbeat(r.Context(), agentID, req.Entries)
+	stops, now, err := s.cfg.Store.Heartbeat(r.Context(), agentID, fromHeartbeatEntries(req.Entries))
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
 	s.cfg.Metrics.HeartbeatsReceived.Inc()
-	if stops == nil {
-		stops = []protocol.StopOrder{}
+	out := toStopOrders(stops)
+	if out == nil {
+		out = []protocol.StopOrder{}
 	}
-	writeJSON(w, http.StatusOK, protocol.HeartbeatResponse{Stop: stops, ServerTime: now})
+	writeJSON(w, http.StatusOK, protocol.HeartbeatResponse{Stop: out, ServerTime: now})
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
@@ -186,14 +187,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
-	switch req.Outcome {
-	case protocol.OutcomeSuccess, protocol.OutcomeFailed, protocol.OutcomeExecutionTimeout:
-	default:
+	outcome, ok := fromOutcome(req.Outcome)
+	if !ok {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
 			fmt.Sprintf("outcome: %q must be one of success, failed, execution_timeout", req.Outcome))
 		return
 	}
-	newState, late, err := s.cfg.Store.Complete(r.Context(), agentID, req)
+	newState, late, err := s.cfg.Store.Complete(r.Context(), agentID, fromComplete(req, outcome))
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -233,7 +233,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		// line rather than reject the batch.
 		req.Lines[i].Line = strings.ReplaceAll(strings.ToValidUTF8(l.Line, "\uFFFD"), "\x00", "\uFFFD")
 	}
-	if _, err := s.cfg.Store.AppendLogs(r.Context(), agentID, req.Lines); err != nil {
+	if _, err := s.cfg.Store.AppendLogs(r.Context(), agentID, fromLogLines(req.Lines)); err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}

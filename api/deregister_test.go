@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // KiCI scaler-managed agents: deregistration requeues claimed-but-never-
@@ -45,11 +46,11 @@ tasks:
 	require.Equal(t, 204, code, e.Message)
 
 	s := h.ti(runID, "started")
-	assert.Equal(t, "failed", s.State)
-	assert.Equal(t, "agent_lost", s.Reason)
+	assert.Equal(t, state.TIFailed, s.State)
+	assert.Equal(t, state.ReasonAgentLost, s.Reason)
 	assert.Contains(t, s.Message, "ephemeral agent")
 	c := h.ti(runID, "claimed")
-	assert.NotEqual(t, "running", c.State, "requeued at once")
+	assert.NotEqual(t, state.TIRunning, c.State, "requeued at once")
 	assert.Equal(t, 1, c.DispatchAttempts)
 	assert.Equal(t, 0, c.TryNumber, "no try spent")
 
@@ -120,7 +121,7 @@ tasks:
 		unknown.TIID:             protocol.StopUnknown,
 	}, reasons, "only the attempts that are no longer current are terminated")
 	ti := h.ti(run2, "kept2")
-	assert.Equal(t, "running", ti.State, "the current attempt is kept")
+	assert.Equal(t, state.TIRunning, ti.State, "the current attempt is kept")
 	assert.NotNil(t, ti.StartedAt, "an in-flight report counts as started")
 	assert.NotEqual(t, before, ti.LastHeartbeatAt)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/scheduler"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -165,7 +166,7 @@ func (h *harness) complete(agentID int64, task protocol.ClaimedTask, outcome str
 		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: outcome, ExitCode: &exit}, nil)
 }
 
-func (h *harness) run(id int64) protocol.RunDetail {
+func (h *harness) run(id int64) store.RunDetail {
 	h.t.Helper()
 	d, err := h.store.GetRun(context.Background(), id)
 	require.NoError(h.t, err)
@@ -173,13 +174,12 @@ func (h *harness) run(id int64) protocol.RunDetail {
 }
 
 // waitRun polls until the run reaches a terminal state or the timeout.
-func (h *harness) waitRun(id int64, timeout time.Duration) protocol.RunDetail {
+func (h *harness) waitRun(id int64, timeout time.Duration) store.RunDetail {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		d := h.run(id)
-		switch d.State {
-		case "success", "failed", "cancelled":
+		if d.State.Terminal() {
 			return d
 		}
 		if time.Now().After(deadline) {
@@ -190,7 +190,7 @@ func (h *harness) waitRun(id int64, timeout time.Duration) protocol.RunDetail {
 }
 
 // tiState returns the state of task taskID in run id.
-func (h *harness) ti(id int64, taskID string) protocol.TaskInstance {
+func (h *harness) ti(id int64, taskID string) store.TaskInstance {
 	h.t.Helper()
 	for _, ti := range h.run(id).TaskInstances {
 		if ti.TaskID == taskID {
@@ -198,20 +198,20 @@ func (h *harness) ti(id int64, taskID string) protocol.TaskInstance {
 		}
 	}
 	h.t.Fatalf("run %d has no task %q", id, taskID)
-	return protocol.TaskInstance{}
+	return store.TaskInstance{}
 }
 
-// waitTI polls until task taskID of run id is in state.
-func (h *harness) waitTI(id int64, taskID, state string, timeout time.Duration) protocol.TaskInstance {
+// waitTI polls until task taskID of run id is in state want.
+func (h *harness) waitTI(id int64, taskID string, want state.TI, timeout time.Duration) store.TaskInstance {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ti := h.ti(id, taskID)
-		if ti.State == state {
+		if ti.State == want {
 			return ti
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("task %s of run %d is %s, want %s after %s", taskID, id, ti.State, state, timeout)
+			h.t.Fatalf("task %s of run %d is %s, want %s after %s", taskID, id, ti.State, want, timeout)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

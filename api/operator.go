@@ -15,11 +15,12 @@ import (
 )
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
-	agents, err := s.cfg.Store.ListAgents(r.Context())
+	list, err := s.cfg.Store.ListAgents(r.Context())
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	agents := toAgents(list)
 	if agents == nil {
 		agents = []protocol.Agent{}
 	}
@@ -27,11 +28,12 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listDAGs(w http.ResponseWriter, r *http.Request) {
-	dags, err := s.cfg.Store.ListDAGs(r.Context())
+	list, err := s.cfg.Store.ListDAGs(r.Context())
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	dags := toDAGs(list)
 	if dags == nil {
 		dags = []protocol.DAG{}
 	}
@@ -80,7 +82,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("run triggered", "run_id", run.ID, "dag_id", run.DAGID)
-	writeJSON(w, http.StatusCreated, run)
+	writeJSON(w, http.StatusCreated, toRun(run))
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -100,11 +102,12 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	runs, err := s.cfg.Store.ListRuns(r.Context(), runState, q.Get("dag_id"), limit)
+	list, err := s.cfg.Store.ListRuns(r.Context(), runState, q.Get("dag_id"), limit)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	runs := convertSlice(list, toRun)
 	if runs == nil {
 		runs = []protocol.Run{}
 	}
@@ -121,7 +124,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, toRunDetail(run))
 }
 
 // runEvents serves one page of a run's timeline: ?after=ID (exclusive
@@ -146,7 +149,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, toEventList(page))
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +163,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("run cancelled", "run_id", id)
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, toRun(run))
 }
 
 func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
@@ -176,11 +179,12 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	logs, err := s.cfg.Store.ReadLogs(r.Context(), id, r.PathValue("task_id"), int(try), after, 0)
+	page, err := s.cfg.Store.ReadLogs(r.Context(), id, r.PathValue("task_id"), int(try), after, 0)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	logs := toLogList(page)
 	if logs.Lines == nil {
 		logs.Lines = []protocol.StoredLogLine{}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 func wideDAG(id string, n int, extra string) string {
@@ -32,7 +33,7 @@ func TestClaimRaceNeverSharesATaskInstance(t *testing.T) {
 	h.applyDAG(wideDAG("wide", n, ""))
 	runID := h.trigger("wide")
 	for i := 0; i < n; i++ {
-		h.waitTI(runID, fmt.Sprintf("t%03d", i), "queued", 10*time.Second)
+		h.waitTI(runID, fmt.Sprintf("t%03d", i), state.TIQueued, 10*time.Second)
 	}
 	agents := []int64{h.register("a1", nil, 1000), h.register("a2", nil, 1000)}
 	var mu sync.Mutex
@@ -68,7 +69,7 @@ func TestClaimRaceNeverSharesATaskInstance(t *testing.T) {
 	}
 	t.Logf("claims per agent: %v", perAgent) // any split is correct; only uniqueness is an invariant
 	for _, ti := range h.run(runID).TaskInstances {
-		assert.Equal(t, "running", ti.State)
+		assert.Equal(t, state.TIRunning, ti.State)
 		assert.Equal(t, 1, ti.TryNumber)
 		assert.NotNil(t, ti.ClaimedAt)
 		assert.Equal(t, ti.ClaimedAt, ti.LastHeartbeatAt, "a claim is the first heartbeat")
@@ -90,7 +91,7 @@ tasks:
 `)
 	runID := h.trigger("tagged")
 	for _, id := range []string{"gpu", "any1", "any2"} {
-		h.waitTI(runID, id, "queued", 10*time.Second)
+		h.waitTI(runID, id, state.TIQueued, 10*time.Second)
 	}
 	plain := h.register("plain", []string{"linux"}, 1)
 	got := h.claim(plain, 5, 0)
@@ -156,8 +157,8 @@ tasks:
 		require.Equal(t, 200, code, e.Message)
 		if try < 3 {
 			ti := h.ti(runID, "flaky")
-			assert.Equal(t, "up_for_retry", ti.State)
-			assert.Equal(t, "exit_code", ti.Reason)
+			assert.Equal(t, state.TIUpForRetry, ti.State)
+			assert.Equal(t, state.ReasonExitCode, ti.Reason)
 			assert.NotNil(t, ti.NextRetryAt)
 		}
 	}
@@ -168,7 +169,7 @@ tasks:
 	code, _ := h.complete(agentID, tasks[0], protocol.OutcomeSuccess, 0)
 	require.Equal(t, 200, code)
 	run := h.waitRun(runID, 10*time.Second)
-	assert.Equal(t, "success", run.State)
+	assert.Equal(t, state.RunSuccess, run.State)
 	assert.Equal(t, 3, h.ti(runID, "flaky").TryNumber)
 
 	// Budget exhausted: retries 2 means three tries, then failed.
@@ -180,14 +181,14 @@ tasks:
 		require.Equal(t, 200, code)
 	}
 	run = h.waitRun(runID, 10*time.Second)
-	assert.Equal(t, "failed", run.State)
-	assert.Equal(t, "exit_code", run.Reason)
+	assert.Equal(t, state.RunFailed, run.State)
+	assert.Equal(t, state.ReasonExitCode, run.Reason)
 	ti := h.ti(runID, "flaky")
-	assert.Equal(t, "failed", ti.State)
+	assert.Equal(t, state.TIFailed, ti.State)
 	assert.Equal(t, 3, ti.TryNumber)
 	require.NotNil(t, ti.ExitCode)
 	assert.Equal(t, 7, *ti.ExitCode)
-	assert.Equal(t, "upstream_failed", h.ti(runID, "after").State)
+	assert.Equal(t, state.TIUpstreamFailed, h.ti(runID, "after").State)
 }
 
 func TestUpstreamFailedPropagatesAndRunFails(t *testing.T) {
@@ -228,15 +229,15 @@ tasks:
 		}
 	}
 	run := h.waitRun(runID, 10*time.Second)
-	assert.Equal(t, "failed", run.State)
-	assert.Equal(t, "exit_code", run.Reason)
+	assert.Equal(t, state.RunFailed, run.State)
+	assert.Equal(t, state.ReasonExitCode, run.Reason)
 	assert.Contains(t, run.Message, "task a failed")
-	want := map[string]string{"a": "failed", "b": "upstream_failed", "c": "upstream_failed",
-		"d": "success", "e": "upstream_failed", "f": "success"}
+	want := map[string]state.TI{"a": state.TIFailed, "b": state.TIUpstreamFailed, "c": state.TIUpstreamFailed,
+		"d": state.TISuccess, "e": state.TIUpstreamFailed, "f": state.TISuccess}
 	for _, ti := range run.TaskInstances {
 		assert.Equal(t, want[ti.TaskID], ti.State, "task %s", ti.TaskID)
-		if ti.State == "upstream_failed" {
-			assert.Equal(t, "upstream_failed", ti.Reason)
+		if ti.State == state.TIUpstreamFailed {
+			assert.Equal(t, state.ReasonUpstreamFailed, ti.Reason)
 			assert.NotNil(t, ti.EndDate)
 		}
 	}
@@ -284,7 +285,7 @@ tasks:
 
 	code, _ = h.complete(a2, second[0], protocol.OutcomeSuccess, 0)
 	assert.Equal(t, 200, code)
-	assert.Equal(t, "success", h.waitRun(runID, 10*time.Second).State)
+	assert.Equal(t, state.RunSuccess, h.waitRun(runID, 10*time.Second).State)
 }
 
 func TestAuthRejections(t *testing.T) {
@@ -330,7 +331,7 @@ func TestAuthRejections(t *testing.T) {
 		protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt}}}, &hb)
 	require.Equal(t, 200, code)
 	require.Len(t, hb.Stop, 1)
-	assert.Equal(t, "running", h.ti(runID, "t000").State, "the owner's attempt is untouched")
+	assert.Equal(t, state.TIRunning, h.ti(runID, "t000").State, "the owner's attempt is untouched")
 
 	// Open endpoints need no token.
 	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/monitor/health"} {
@@ -387,8 +388,8 @@ func TestCancelRunStopsItsAttempts(t *testing.T) {
 	require.Len(t, hb.Stop, 1)
 	assert.Equal(t, protocol.StopCancelled, hb.Stop[0].Reason)
 	for _, ti := range h.run(runID).TaskInstances {
-		assert.Equal(t, "cancelled", ti.State)
-		assert.Equal(t, "cancelled", ti.Reason)
+		assert.Equal(t, state.TICancelled, ti.State)
+		assert.Equal(t, state.ReasonCancelled, ti.Reason)
 	}
 	code, e := h.call("POST", fmt.Sprintf("/v1/runs/%d/cancel", runID), opToken, nil, nil)
 	assert.Equal(t, 409, code)

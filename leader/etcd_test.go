@@ -510,7 +510,7 @@ func TestEtcdDeposedLeaderCannotWrite(t *testing.T) {
 	assert.True(t, store.IsFenced(stoppedErr), "OnStoppedLeading gets the fenced error: %v", stoppedErr)
 	d, err := st.GetRun(ctx, run.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "queued", d.State, "no write of the deposed epoch landed")
+	assert.EqualValues(t, "queued", d.State, "no write of the deposed epoch landed")
 	assert.Contains(t, a.logs.String(), fmt.Sprintf("fenced: stopping leadership, our epoch %d, fence epoch %d", eA, eB))
 	assert.Contains(t, a.logs.String(), "leader work ignores the end of its term")
 

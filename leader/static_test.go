@@ -113,7 +113,7 @@ func TestSecondLiteProcessFencesOutTheFirst(t *testing.T) {
 	require.True(t, store.IsFenced(err), "got %v", err)
 	d, err := st.GetRun(ctx, run.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "queued", d.State, "the deposed epoch's write did not land")
+	assert.EqualValues(t, "queued", d.State, "the deposed epoch's write did not land")
 
 	cancel()
 	assert.NoError(t, <-done1)

@@ -116,21 +116,21 @@ func (e *env) idle(runIDs ...int64) {
 }
 
 func (e *env) register(name string, tags []string, capacity int) int64 {
-	id, _, _, err := e.store.RegisterAgent(e.ctx, protocol.RegisterRequest{Name: name, Tags: tags, Capacity: capacity})
+	id, _, _, err := e.store.RegisterAgent(e.ctx, store.Registration{Name: name, Tags: tags, Capacity: capacity})
 	require.NoError(e.t, err)
 	return id
 }
 
-func (e *env) claim(agentID int64, n int) []protocol.ClaimedTask {
+func (e *env) claim(agentID int64, n int) []store.ClaimedTask {
 	tasks, err := e.store.Claim(e.ctx, agentID, n)
 	require.NoError(e.t, err)
 	return tasks
 }
 
-func (e *env) started(agentID int64, tasks ...protocol.ClaimedTask) {
-	entries := make([]protocol.HeartbeatEntry, len(tasks))
+func (e *env) started(agentID int64, tasks ...store.ClaimedTask) {
+	entries := make([]store.HeartbeatEntry, len(tasks))
 	for i, t := range tasks {
-		entries[i] = protocol.HeartbeatEntry{Attempt: t.Attempt, Started: true}
+		entries[i] = store.HeartbeatEntry{Attempt: t.Attempt, Started: true}
 	}
 	stops, _, err := e.store.Heartbeat(e.ctx, agentID, entries)
 	require.NoError(e.t, err)
@@ -142,7 +142,7 @@ func (e *env) exec(sql string, args ...any) {
 	require.NoError(e.t, err)
 }
 
-func (e *env) ti(runID int64, taskID string) protocol.TaskInstance {
+func (e *env) ti(runID int64, taskID string) store.TaskInstance {
 	d, err := e.store.GetRun(e.ctx, runID)
 	require.NoError(e.t, err)
 	for _, ti := range d.TaskInstances {
@@ -151,10 +151,10 @@ func (e *env) ti(runID int64, taskID string) protocol.TaskInstance {
 		}
 	}
 	e.t.Fatalf("no task %s in run %d", taskID, runID)
-	return protocol.TaskInstance{}
+	return store.TaskInstance{}
 }
 
-func (e *env) run(runID int64) protocol.RunDetail {
+func (e *env) run(runID int64) store.RunDetail {
 	d, err := e.store.GetRun(e.ctx, runID)
 	require.NoError(e.t, err)
 	return d

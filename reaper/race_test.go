@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -71,21 +72,21 @@ func TestRaceHeartbeatVersusAgentLost(t *testing.T) {
 	wins := map[string]int{}
 	for _, task := range tasks {
 		e.ageHeartbeat("id = $1", 10*time.Minute, task.TIID)
-		var stops []protocol.StopOrder
+		var stops []store.StopOrder
 		var hbErr error
 		race(2*time.Millisecond,
 			func() {
-				stops, _, hbErr = e.store.Heartbeat(e.ctx, agent, []protocol.HeartbeatEntry{{Attempt: task.Attempt, Started: true}})
+				stops, _, hbErr = e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: task.Attempt, Started: true}})
 			},
 			func() { e.sweepNow() },
 		)
 		require.NoError(t, hbErr)
 		ti := e.ti(runID, task.TaskID)
 		heartbeatWon := len(stops) == 0
-		reaped := ti.State != "running"
+		reaped := ti.State != state.TIRunning
 		assert.NotEqual(t, heartbeatWon, reaped, "exactly one side wins (%s: state %s, stops %v)", task.TaskID, ti.State, stops)
 		if reaped {
-			assert.Equal(t, "agent_lost", ti.Reason)
+			assert.Equal(t, state.ReasonAgentLost, ti.Reason)
 			wins["reaper"]++
 		} else {
 			wins["heartbeat"]++
@@ -113,20 +114,20 @@ func TestRaceCompletionVersusAgentLost(t *testing.T) {
 		var completeErr error
 		race(6*time.Millisecond,
 			func() {
-				_, _, completeErr = e.store.Complete(e.ctx, agent, protocol.CompleteRequest{
-					Attempt: task.Attempt, Outcome: protocol.OutcomeFailed, ExitCode: &exit})
+				_, _, completeErr = e.store.Complete(e.ctx, agent, store.Completion{
+					Attempt: task.Attempt, Outcome: store.OutcomeFailed, ExitCode: &exit})
 			},
 			func() { e.sweepNow() },
 		)
 		ti := e.ti(runID, task.TaskID)
-		require.Equal(t, "failed", ti.State)
+		require.Equal(t, state.TIFailed, ti.State)
 		var stale *store.StaleAttemptError
 		switch {
 		case completeErr == nil:
-			assert.Equal(t, "exit_code", ti.Reason, "the completion won, so the reaper wrote nothing")
+			assert.Equal(t, state.ReasonExitCode, ti.Reason, "the completion won, so the reaper wrote nothing")
 			wins["completion"]++
 		case errors.As(completeErr, &stale):
-			assert.Equal(t, "agent_lost", ti.Reason, "the reaper won, so the completion was refused")
+			assert.Equal(t, state.ReasonAgentLost, ti.Reason, "the reaper won, so the completion was refused")
 			wins["reaper"]++
 		default:
 			t.Fatalf("unexpected completion error: %v", completeErr)
@@ -150,7 +151,7 @@ func TestRaceClaimVersusDispatchLost(t *testing.T) {
 		// the agent's claim shows it is alive.
 		e.exec(`UPDATE task_instances SET queued_at = now() - interval '10 minutes' WHERE run_id = $1`, runID)
 		e.exec(`UPDATE agents SET last_heartbeat_at = now() - interval '1 hour' WHERE id = $1`, agent)
-		var claimed []protocol.ClaimedTask
+		var claimed []store.ClaimedTask
 		var claimErr error
 		race(2*time.Millisecond,
 			func() { claimed, claimErr = e.store.Claim(e.ctx, agent, 1) },
@@ -160,17 +161,17 @@ func TestRaceClaimVersusDispatchLost(t *testing.T) {
 		ti := e.ti(runID, "x")
 		switch {
 		case len(claimed) == 1:
-			assert.Equal(t, "running", ti.State)
+			assert.Equal(t, state.TIRunning, ti.State)
 			wins["claim"]++
-		case ti.State == "failed":
-			assert.Equal(t, "dispatch_lost", ti.Reason)
+		case ti.State == state.TIFailed:
+			assert.Equal(t, state.ReasonDispatchLost, ti.Reason)
 			wins["reaper"]++
 		default:
 			t.Fatalf("neither side won: state %s, claimed %d", ti.State, len(claimed))
 		}
 		// Finish claimed work so capacity and the next round stay clean.
 		for _, c := range claimed {
-			_, _, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: c.Attempt, Outcome: "success"})
+			_, _, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: c.Attempt, Outcome: store.OutcomeSuccess})
 			require.NoError(t, err)
 		}
 	}
@@ -196,12 +197,12 @@ func TestRaceSuccessVersusAgentLostIsNeverLost(t *testing.T) {
 		var wasLate bool
 		race(6*time.Millisecond,
 			func() {
-				_, wasLate, completeErr = e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: task.Attempt, Outcome: "success"})
+				_, wasLate, completeErr = e.store.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: store.OutcomeSuccess})
 			},
 			func() { e.sweepNow() },
 		)
 		require.NoError(t, completeErr, task.TaskID)
-		assert.Equal(t, "success", e.ti(runID, task.TaskID).State)
+		assert.Equal(t, state.TISuccess, e.ti(runID, task.TaskID).State)
 		if wasLate {
 			late++
 		}

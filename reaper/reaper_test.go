@@ -10,6 +10,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
 )
 
 const twoTasks = `dag_id: two
@@ -39,21 +40,21 @@ func TestAgentLostFailsStartedTasksAndRespectsRetryBudget(t *testing.T) {
 	rep = e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
 	require.Len(t, rep.Candidates, 2)
 	a, b := e.ti(runID, "a"), e.ti(runID, "b")
-	assert.Equal(t, "up_for_retry", a.State, "retry budget remains")
-	assert.Equal(t, "agent_lost", a.Reason)
+	assert.Equal(t, state.TIUpForRetry, a.State, "retry budget remains")
+	assert.Equal(t, state.ReasonAgentLost, a.Reason)
 	assert.NotNil(t, a.NextRetryAt)
 	assert.Equal(t, 1, a.TryNumber, "the try was spent")
-	assert.Equal(t, "failed", b.State, "no retries left")
-	assert.Equal(t, "agent_lost", b.Reason)
+	assert.Equal(t, state.TIFailed, b.State, "no retries left")
+	assert.Equal(t, state.ReasonAgentLost, b.Reason)
 	assert.Contains(t, b.Message, "silent for")
 	assert.Equal(t, 2.0, e.decisions("agent_lost"))
 	assert.Contains(t, e.eventKinds(runID), "agent_lost")
 
 	// The agent's next heartbeat is told to stop both reaped attempts.
-	stops, _, err := e.store.Heartbeat(e.ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
+	stops, _, err := e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
 	require.NoError(t, err)
 	require.Len(t, stops, 1)
-	assert.Equal(t, protocol.StopReaped, stops[0].Reason)
+	assert.Equal(t, store.StopReaped, stops[0].Reason)
 }
 
 func TestAgentLostLeavesUnobservedTasksAlone(t *testing.T) {
@@ -69,8 +70,8 @@ func TestAgentLostLeavesUnobservedTasksAlone(t *testing.T) {
 	for _, c := range rep.Candidates {
 		assert.NotEqual(t, "agent_lost", c.Reaper, "%+v", c)
 	}
-	assert.Equal(t, "running", e.ti(runID, "a").State)
-	assert.Equal(t, "queued", e.ti(runID, "b").State, "the queued TI is not the agent-lost reaper's business")
+	assert.Equal(t, state.TIRunning, e.ti(runID, "a").State)
+	assert.Equal(t, state.TIQueued, e.ti(runID, "b").State, "the queued TI is not the agent-lost reaper's business")
 }
 
 func TestNeverStartedIsRequeuedThenHitsTheAttemptCap(t *testing.T) {
@@ -92,14 +93,14 @@ func TestNeverStartedIsRequeuedThenHitsTheAttemptCap(t *testing.T) {
 		ti := e.ti(runID, "a")
 		if attempt < reaper.MaxDispatchAttempts {
 			assert.Equal(t, "agent_lost_requeued", rep.Candidates[0].Decision)
-			assert.Equal(t, "scheduled", ti.State)
+			assert.Equal(t, state.TIScheduled, ti.State)
 			assert.Equal(t, 0, ti.TryNumber)
 			assert.Equal(t, attempt, ti.DispatchAttempts)
 			assert.Nil(t, ti.QueuedAt, "queued_at is re-stamped when it is queued again")
 		} else {
 			assert.Equal(t, "dispatch_lost", rep.Candidates[0].Decision)
-			assert.Equal(t, "failed", ti.State)
-			assert.Equal(t, "dispatch_lost", ti.Reason)
+			assert.Equal(t, state.TIFailed, ti.State)
+			assert.Equal(t, state.ReasonDispatchLost, ti.Reason)
 			assert.Contains(t, ti.Message, "dispatched 5 times")
 		}
 	}
@@ -127,7 +128,7 @@ func TestPostLeadershipGraceHolds(t *testing.T) {
 	rep := e.sweepAt(now, term)
 	assert.Empty(t, rep.Candidates)
 	assert.Contains(t, rep.Grace, "grace")
-	assert.Equal(t, "running", e.ti(runID, "a").State)
+	assert.Equal(t, state.TIRunning, e.ti(runID, "a").State)
 
 	// The agent reconnects within the grace: nothing is ever reaped, even
 	// once the leader has led for longer than the threshold.
@@ -135,12 +136,12 @@ func TestPostLeadershipGraceHolds(t *testing.T) {
 	rep = e.sweepAt(now.Add(70*time.Second), term)
 	assert.Empty(t, rep.Candidates)
 	assert.Empty(t, rep.Grace, "led for 100 s: the grace is over")
-	assert.Equal(t, "running", e.ti(runID, "a").State)
+	assert.Equal(t, state.TIRunning, e.ti(runID, "a").State)
 
 	// An agent that stays silent past the threshold after the grace is reaped.
 	rep = e.sweepAt(now.Add(200*time.Second), term)
 	assert.Len(t, rep.Candidates, 2)
-	assert.Equal(t, "up_for_retry", e.ti(runID, "a").State)
+	assert.Equal(t, state.TIUpForRetry, e.ti(runID, "a").State)
 }
 
 func TestDispatchLostFailsUnmatchableAndDefersBacklog(t *testing.T) {
@@ -175,8 +176,8 @@ tasks:
 	require.Contains(t, byTask, "gpu")
 	assert.Equal(t, "dispatch_lost", byTask["gpu"].Decision)
 	gpu := e.ti(runID, "gpu")
-	assert.Equal(t, "failed", gpu.State)
-	assert.Equal(t, "dispatch_lost", gpu.Reason)
+	assert.Equal(t, state.TIFailed, gpu.State)
+	assert.Equal(t, state.ReasonDispatchLost, gpu.Reason)
 	assert.Contains(t, gpu.Message, "[gpu]", "the message names the missing tag")
 	assert.Equal(t, 0, gpu.TryNumber, "no retry: nothing could run it")
 
@@ -184,7 +185,7 @@ tasks:
 	for _, c := range rep.Candidates {
 		if c.Decision == "dispatch_lost_deferred" {
 			backlog++
-			assert.Equal(t, "queued", e.ti(runID, c.TaskID).State)
+			assert.Equal(t, state.TIQueued, e.ti(runID, c.TaskID).State)
 		}
 	}
 	assert.Equal(t, 1, backlog, "the TI the busy agent could run later is deferred")
@@ -213,7 +214,7 @@ func TestDispatchLostNeedsQueuedAtAndAge(t *testing.T) {
 	require.Len(t, rep.Candidates, 1, "only b: a has no queued_at, too poorly observed to reap")
 	assert.Equal(t, "b", rep.Candidates[0].TaskID)
 	assert.Contains(t, rep.Candidates[0].Message, "no agent is active")
-	assert.Equal(t, "queued", e.ti(runID, "a").State)
+	assert.Equal(t, state.TIQueued, e.ti(runID, "a").State)
 }
 
 func TestOrphanRunReaper(t *testing.T) {
@@ -239,14 +240,14 @@ func TestOrphanRunReaper(t *testing.T) {
 		got[c.RunID] = c.Decision
 	}
 	assert.Equal(t, map[int64]string{done: "orphan_finalized", stuck: "orphan_reaped"}, got)
-	assert.Equal(t, "success", e.run(done).State)
+	assert.Equal(t, state.RunSuccess, e.run(done).State)
 	s := e.run(stuck)
-	assert.Equal(t, "failed", s.State)
-	assert.Equal(t, "orphaned", s.Reason)
-	assert.Equal(t, "failed", e.ti(stuck, "b").State)
-	assert.Equal(t, "orphaned", e.ti(stuck, "b").Reason)
-	assert.Equal(t, "running", e.run(active).State)
-	assert.Equal(t, "queued", e.ti(active, "a").State)
+	assert.Equal(t, state.RunFailed, s.State)
+	assert.Equal(t, state.ReasonOrphaned, s.Reason)
+	assert.Equal(t, state.TIFailed, e.ti(stuck, "b").State)
+	assert.Equal(t, state.ReasonOrphaned, e.ti(stuck, "b").Reason)
+	assert.Equal(t, state.RunRunning, e.run(active).State)
+	assert.Equal(t, state.TIQueued, e.ti(active, "a").State)
 	assert.Contains(t, e.eventKinds(stuck), "orphan_reaped")
 	assert.Equal(t, 1.0, e.decisions("orphan_reaped"))
 	assert.Equal(t, 1.0, e.decisions("orphan_finalized"))
@@ -294,9 +295,9 @@ func TestDryRunListsExactlyTheCandidates(t *testing.T) {
 		{"dispatch_lost", "dispatch_lost", "g", unmatched},
 		{"orphan", "orphan_finalized", "", orphan},
 	}, got)
-	assert.Equal(t, "running", e.ti(silent, "a").State, "a dry run writes nothing")
-	assert.Equal(t, "queued", e.ti(unmatched, "g").State)
-	assert.Equal(t, "running", e.run(orphan).State)
+	assert.Equal(t, state.TIRunning, e.ti(silent, "a").State, "a dry run writes nothing")
+	assert.Equal(t, state.TIQueued, e.ti(unmatched, "g").State)
+	assert.Equal(t, state.RunRunning, e.run(orphan).State)
 	assert.Zero(t, e.decisions("agent_lost"))
 }
 
@@ -309,7 +310,7 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 	tasks := e.claim(agent, 2)
 	e.started(agent, tasks...)
 	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
-	var a, b protocol.ClaimedTask
+	var a, b store.ClaimedTask
 	for _, task := range tasks {
 		if task.TaskID == "a" {
 			a = task
@@ -317,18 +318,18 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 			b = task
 		}
 	}
-	require.Equal(t, "up_for_retry", e.ti(runID, "a").State)
-	require.Equal(t, "failed", e.ti(runID, "b").State)
+	require.Equal(t, state.TIUpForRetry, e.ti(runID, "a").State)
+	require.Equal(t, state.TIFailed, e.ti(runID, "b").State)
 
 	// The partitioned agent finished both; its buffered successes arrive.
-	for _, task := range []protocol.ClaimedTask{a, b} {
-		got, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: task.Attempt, Outcome: "success"})
+	for _, task := range []store.ClaimedTask{a, b} {
+		got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: store.OutcomeSuccess})
 		require.NoError(t, err, task.TaskID)
 		assert.Equal(t, state.TISuccess, got)
 		assert.True(t, late)
 	}
-	assert.Equal(t, "success", e.ti(runID, "a").State)
-	assert.Equal(t, "success", e.ti(runID, "b").State)
+	assert.Equal(t, state.TISuccess, e.ti(runID, "a").State)
+	assert.Equal(t, state.TISuccess, e.ti(runID, "b").State)
 	assert.Contains(t, e.eventKinds(runID), "late_completion_accepted")
 
 	// Once a newer attempt is claimed, the old one's success is stale.
@@ -341,7 +342,7 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 	e.schedule()
 	second := e.claim(agent, 1)
 	require.Len(t, second, 1)
-	_, _, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: first[0].Attempt, Outcome: "success"})
+	_, _, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: first[0].Attempt, Outcome: store.OutcomeSuccess})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "superseded")
 }
@@ -361,7 +362,7 @@ func TestDispatchLostWaitsOutThePostLeadershipGrace(t *testing.T) {
 	rep := e.sweepAt(now, reaper.Term{Epoch: epoch, GraceStart: now.Add(-10 * time.Second)})
 	assert.Empty(t, rep.Candidates)
 	assert.Contains(t, rep.Grace, "dispatch-lost reaper in post-leadership grace")
-	assert.Equal(t, "queued", e.ti(runID, "a").State)
+	assert.Equal(t, state.TIQueued, e.ti(runID, "a").State)
 
 	rep = e.sweepAt(now, e.oldTerm())
 	require.Len(t, rep.Candidates, 1)
@@ -378,14 +379,14 @@ func TestLateSuccessAfterDispatchLostIsAccepted(t *testing.T) {
 	agent := e.register("w", nil, 1)
 	tasks := e.claim(agent, 1) // claimed, never reported started
 	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
-	require.Equal(t, "scheduled", e.ti(runID, "a").State)
+	require.Equal(t, state.TIScheduled, e.ti(runID, "a").State)
 	e.schedule()
 	e.exec(`UPDATE task_instances SET queued_at = now() - interval '10 minutes' WHERE run_id = $1`, runID)
 	e.exec(`UPDATE agents SET last_heartbeat_at = now() - interval '1 hour'`)
 	e.sweepNow()
-	require.Equal(t, "dispatch_lost", e.ti(runID, "a").Reason)
+	require.Equal(t, state.ReasonDispatchLost, e.ti(runID, "a").Reason)
 
-	got, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"})
+	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
 	require.NoError(t, err)
 	assert.True(t, late)
 	assert.Equal(t, state.TISuccess, got)
@@ -406,16 +407,16 @@ func TestLateSuccessReopensUpstreamFailedDependents(t *testing.T) {
 	require.Equal(t, "a", tasks[0].TaskID)
 	e.started(agent, tasks...)
 	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
-	require.Equal(t, "failed", e.ti(runID, "a").State)
+	require.Equal(t, state.TIFailed, e.ti(runID, "a").State)
 	e.schedule()
-	require.Equal(t, "upstream_failed", e.ti(runID, "b").State)
+	require.Equal(t, state.TIUpstreamFailed, e.ti(runID, "b").State)
 
-	_, late, err := e.store.Complete(e.ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"})
+	_, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
 	require.NoError(t, err)
 	require.True(t, late)
-	assert.Equal(t, "none", e.ti(runID, "b").State)
+	assert.Equal(t, state.TINone, e.ti(runID, "b").State)
 	e.schedule()
-	assert.Equal(t, "queued", e.ti(runID, "b").State, "b now runs: its only upstream succeeded")
+	assert.Equal(t, state.TIQueued, e.ti(runID, "b").State, "b now runs: its only upstream succeeded")
 	e.schedule()
-	assert.Equal(t, "running", e.run(runID).State)
+	assert.Equal(t, state.RunRunning, e.run(runID).State)
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
 )
 
 func (e *env) agentState(id int64) string {
@@ -79,15 +80,15 @@ tasks:
 	rep = e.sweepAt(start.Add(10*time.Second+reaper.DefaultAgentLost+time.Second), e.oldTerm())
 	require.Len(t, rep.Candidates, 1, "a TI without execution_timeout is never a candidate")
 	ti := e.ti(runID, "bounded")
-	assert.Equal(t, "up_for_retry", ti.State)
-	assert.Equal(t, "execution_timeout", ti.Reason)
-	assert.Equal(t, "running", e.ti(runID, "unbounded").State)
+	assert.Equal(t, state.TIUpForRetry, ti.State)
+	assert.Equal(t, state.ReasonExecutionTimeout, ti.Reason)
+	assert.Equal(t, state.TIRunning, e.ti(runID, "unbounded").State)
 	assert.Equal(t, 1.0, e.decisions("execution_timeout"))
 
-	stops, _, err := e.store.Heartbeat(e.ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}, {Attempt: tasks[1].Attempt, Started: true}})
+	stops, _, err := e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}, {Attempt: tasks[1].Attempt, Started: true}})
 	require.NoError(t, err)
 	require.Len(t, stops, 1, "only the timed-out attempt is stopped")
-	assert.Equal(t, protocol.StopReaped, stops[0].Reason)
+	assert.Equal(t, store.StopReaped, stops[0].Reason)
 }
 
 // Strøm phase 3: a run past its timeout is cancelled with run_timeout and
@@ -112,26 +113,26 @@ func TestRunTimeoutCancelsTheRun(t *testing.T) {
 	require.Len(t, rep.Candidates, 1)
 	assert.Equal(t, timed, rep.Candidates[0].RunID)
 	run := e.run(timed)
-	assert.Equal(t, "cancelled", run.State)
-	assert.Equal(t, "run_timeout", run.Reason)
+	assert.Equal(t, state.RunCancelled, run.State)
+	assert.Equal(t, state.ReasonRunTimeout, run.Reason)
 	for _, ti := range run.TaskInstances {
-		assert.Equal(t, "cancelled", ti.State)
-		assert.Equal(t, "run_timeout", ti.Reason)
+		assert.Equal(t, state.TICancelled, ti.State)
+		assert.Equal(t, state.ReasonRunTimeout, ti.Reason)
 	}
-	assert.Equal(t, "running", e.run(free).State)
+	assert.Equal(t, state.RunRunning, e.run(free).State)
 	assert.Contains(t, e.eventKinds(timed), "run_cancelled")
 	assert.Equal(t, 1.0, e.decisions("run_timeout"))
 
-	var timedAttempt protocol.Attempt
+	var timedAttempt store.Attempt
 	for _, task := range tasks {
 		if task.RunID == timed {
 			timedAttempt = task.Attempt
 		}
 	}
-	stops, _, err := e.store.Heartbeat(e.ctx, agent, []protocol.HeartbeatEntry{{Attempt: timedAttempt, Started: true}})
+	stops, _, err := e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: timedAttempt, Started: true}})
 	require.NoError(t, err)
 	require.Len(t, stops, 1)
-	assert.Equal(t, protocol.StopCancelled, stops[0].Reason)
+	assert.Equal(t, store.StopCancelled, stops[0].Reason)
 
 	rep = e.sweepAt(e.dbNow().Add(time.Hour), e.oldTerm())
 	assert.Empty(t, rep.Candidates, "a terminal run is never timed out again")

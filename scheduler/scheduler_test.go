@@ -14,12 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/reaper/reapertest"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -46,7 +46,7 @@ type leadingEnv struct {
 	clock  *reapertest.Clock
 	run    int64
 	agent  int64
-	task   protocol.ClaimedTask
+	task   store.ClaimedTask
 	done   chan error
 	cancel context.CancelFunc
 }
@@ -72,15 +72,15 @@ func startLeading(t *testing.T, th reaper.Thresholds, hook func(context.Context)
 	e.run = run.ID
 	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
 	go func() { e.done <- e.s.Lead(ctx, leader.Term{Epoch: 1, Holder: "t"}) }()
-	e.agent, _, _, err = st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "w", Capacity: 1})
+	e.agent, _, _, err = st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 1})
 	require.NoError(t, err)
-	var tasks []protocol.ClaimedTask
+	var tasks []store.ClaimedTask
 	require.Eventually(t, func() bool {
 		tasks, err = st.Claim(ctx, e.agent, 1)
 		return err == nil && len(tasks) == 1
 	}, 5*time.Second, 10*time.Millisecond)
 	e.task = tasks[0]
-	_, _, err = st.Heartbeat(ctx, e.agent, []protocol.HeartbeatEntry{{Attempt: e.task.Attempt, Started: true}})
+	_, _, err = st.Heartbeat(ctx, e.agent, []store.HeartbeatEntry{{Attempt: e.task.Attempt, Started: true}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		cancel()
@@ -90,7 +90,7 @@ func startLeading(t *testing.T, th reaper.Thresholds, hook func(context.Context)
 	return e
 }
 
-func (e *leadingEnv) tiState(t *testing.T) string {
+func (e *leadingEnv) tiState(t *testing.T) state.TI {
 	d, err := e.st.GetRun(e.ctx, e.run)
 	require.NoError(t, err)
 	return d.TaskInstances[0].State
@@ -153,7 +153,7 @@ func TestSlowServiceDoesNotStallTheOthers(t *testing.T) {
 		require.NoError(t, e.s.Heartbeat(e.ctx), "a slow tick is not a health problem")
 	}
 	assert.Equal(t, grace, e.s.currentTerm().GraceStart, "a slow service never restarts the grace")
-	require.Eventually(t, func() bool { return e.tiState(t) == "failed" }, 5*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return e.tiState(t) == state.TIFailed }, 5*time.Second, 20*time.Millisecond,
 		"the agent-lost reaper runs while the tick is held")
 	assert.True(t, held.Load())
 }
@@ -231,16 +231,16 @@ func TestStallRestartsGraceBeforeReaping(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Lead(ctx, leader.Term{Epoch: 1, Holder: "t"}) }()
 
-	agent, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "w", Capacity: 1})
+	agent, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 1})
 	require.NoError(t, err)
-	var tasks []protocol.ClaimedTask
+	var tasks []store.ClaimedTask
 	require.Eventually(t, func() bool {
 		tasks, err = st.Claim(ctx, agent, 1)
 		return err == nil && len(tasks) == 1
 	}, 5*time.Second, 10*time.Millisecond)
-	_, _, err = st.Heartbeat(ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
+	_, _, err = st.Heartbeat(ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
 	require.NoError(t, err)
-	state := func() string {
+	tiState := func() state.TI {
 		d, err := st.GetRun(ctx, run.ID)
 		require.NoError(t, err)
 		return d.TaskInstances[0].State
@@ -251,14 +251,14 @@ func TestStallRestartsGraceBeforeReaping(t *testing.T) {
 	// sweep would reap it.
 	clock.Add(10 * time.Minute)
 	time.Sleep(400 * time.Millisecond) // several ticks and sweeps
-	assert.Equal(t, "running", state(), "staleness accrued during the stall must not count")
+	assert.Equal(t, state.TIRunning, tiState(), "staleness accrued during the stall must not count")
 
 	// Silent for longer than the threshold after the new grace: reaped.
-	for i := 0; i < 6 && state() == "running"; i++ {
+	for i := 0; i < 6 && tiState() == state.TIRunning; i++ {
 		clock.Add(500 * time.Millisecond)
 		time.Sleep(150 * time.Millisecond)
 	}
-	assert.Equal(t, "failed", state())
+	assert.Equal(t, state.TIFailed, tiState())
 	cancel()
 	require.NoError(t, <-done)
 }
@@ -293,7 +293,7 @@ func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 	exec(`UPDATE runs SET state = 'success', end_date = now() - interval '1 hour' WHERE id = $1`, ids["recent-success"])
 	exec(`UPDATE runs SET state = 'running', start_date = now() - interval '90 days', end_date = now() - interval '90 days' WHERE id = $1`, ids["old-running"])
 	for _, name := range []string{"gone", "quiet-but-active", "recent-inactive"} {
-		_, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: name, Capacity: 1})
+		_, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: name, Capacity: 1})
 		require.NoError(t, err)
 	}
 	exec(`UPDATE agents SET state = 'inactive', last_heartbeat_at = now() - interval '3 days' WHERE name = 'gone'`)

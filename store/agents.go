@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
 )
 
@@ -17,7 +16,7 @@ import (
 // marks it active, and reconciles the attempts it reports in flight: the
 // current ones are refreshed like a heartbeat, the rest are returned as
 // StopOrders (DESIGN §4 register; KiCI in-flight reporting).
-func (s *Store) RegisterAgent(ctx context.Context, req protocol.RegisterRequest) (int64, []protocol.StopOrder, time.Time, error) {
+func (s *Store) RegisterAgent(ctx context.Context, req Registration) (int64, []StopOrder, time.Time, error) {
 	var id int64
 	err := s.pool.QueryRow(ctx, `
 		INSERT INTO agents (name, tags, capacity) VALUES ($1, $2, $3)
@@ -27,9 +26,9 @@ func (s *Store) RegisterAgent(ctx context.Context, req protocol.RegisterRequest)
 	if err != nil {
 		return 0, nil, time.Time{}, fmt.Errorf("register agent %q: %w", req.Name, err)
 	}
-	entries := make([]protocol.HeartbeatEntry, len(req.InFlight))
+	entries := make([]HeartbeatEntry, len(req.InFlight))
 	for i, a := range req.InFlight {
-		entries[i] = protocol.HeartbeatEntry{Attempt: a, Started: true}
+		entries[i] = HeartbeatEntry{Attempt: a, Started: true}
 	}
 	stops, now, err := s.Heartbeat(ctx, id, entries)
 	if err != nil {
@@ -43,7 +42,7 @@ func (s *Store) RegisterAgent(ctx context.Context, req protocol.RegisterRequest)
 // with Started. It returns the attempts the agent must stop and the
 // database clock. Errors: ErrNotFound when the agent is unknown or
 // deregistered (the agent must register again). DESIGN §4 heartbeat.
-func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol.HeartbeatEntry) ([]protocol.StopOrder, time.Time, error) {
+func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []HeartbeatEntry) ([]StopOrder, time.Time, error) {
 	ids := make([]int64, len(entries))
 	attempts := make([]string, len(entries))
 	started := make([]bool, len(entries))
@@ -108,10 +107,10 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []protocol
 	if err := json.Unmarshal(stale, &rows); err != nil {
 		return nil, now, fmt.Errorf("heartbeat of agent %d: %w", agentID, err)
 	}
-	stops := make([]protocol.StopOrder, 0, len(rows))
+	stops := make([]StopOrder, 0, len(rows))
 	for _, r := range rows {
-		stops = append(stops, protocol.StopOrder{
-			Attempt: protocol.Attempt{TIID: r.TIID, AttemptID: r.AttemptID},
+		stops = append(stops, StopOrder{
+			Attempt: Attempt{TIID: r.TIID, AttemptID: r.AttemptID},
 			Reason:  stopReason(deref(r.State), deref(r.Current), r.AttemptID, deref(r.Reason)),
 		})
 	}
@@ -127,19 +126,19 @@ func deref[T ~string](s *T) T {
 
 // stopReason classifies why attempt is no longer current, given the TI's
 // state (empty when there is no such TI), current attempt and reason.
-func stopReason(ti state.TI, current, attempt string, reason state.Reason) string {
+func stopReason(ti state.TI, current, attempt string, reason state.Reason) StopReason {
 	switch {
 	case ti == "":
-		return protocol.StopUnknown
+		return StopUnknown
 	case current != attempt:
-		return protocol.StopSuperseded
+		return StopSuperseded
 	case ti == state.TICancelled:
-		return protocol.StopCancelled
+		return StopCancelled
 	case reason == state.ReasonAgentLost || reason == state.ReasonDispatchLost || reason == state.ReasonOrphaned ||
 		(reason == state.ReasonExecutionTimeout && ti != state.TIRunning):
-		return protocol.StopReaped
+		return StopReaped
 	default:
-		return protocol.StopFinished
+		return StopFinished
 	}
 }
 
@@ -149,7 +148,7 @@ func stopReason(ti state.TI, current, attempt string, reason state.Reason) strin
 // share a TI. Each moves to running with a fresh attempt_id and try_number+1;
 // claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat.
 // Errors: ErrNotFound when the agent is unknown or deregistered.
-func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]protocol.ClaimedTask, error) {
+func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedTask, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH ag AS (
 		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
@@ -183,12 +182,12 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]protocol
 	if err != nil {
 		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
 	}
-	var tasks []protocol.ClaimedTask
+	var tasks []ClaimedTask
 	agentOK := false
 	for rows.Next() {
 		var n int
 		var id *int64
-		var t protocol.ClaimedTask
+		var t ClaimedTask
 		var attempt, dagID, taskID *string
 		var runID *int64
 		var try *int
@@ -203,7 +202,7 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]protocol
 			continue
 		}
 		t.TIID, t.AttemptID, t.RunID, t.DAGID, t.TaskID, t.TryNumber = *id, *attempt, *runID, *dagID, *taskID, *try
-		t.ExecutionTimeout = protocol.Duration(fromMicros(*execUS))
+		t.ExecutionTimeout = fromMicros(*execUS)
 		if len(env) > 0 {
 			if err := json.Unmarshal(env, &t.Env); err != nil {
 				rows.Close()

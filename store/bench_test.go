@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
@@ -61,7 +60,7 @@ func schedule(b *testing.B, st *store.Store) {
 func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 	st := benchStore(b, 1000)
 	ctx := context.Background()
-	agent, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "bench", Capacity: 1000})
+	agent, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "bench", Capacity: 1000})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,10 +78,10 @@ func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 		if err != nil || len(tasks) != 1 {
 			b.Fatalf("claim: %v (%d)", err, len(tasks))
 		}
-		if _, _, err := st.Heartbeat(ctx, agent, []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}); err != nil {
+		if _, _, err := st.Heartbeat(ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := st.Complete(ctx, agent, protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: "success"}); err != nil {
+		if _, _, err := st.Complete(ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -93,7 +92,7 @@ func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 func BenchmarkBatchedHeartbeat(b *testing.B) {
 	st := benchStore(b, 100)
 	ctx := context.Background()
-	agent, _, _, err := st.RegisterAgent(ctx, protocol.RegisterRequest{Name: "bench", Capacity: 1000})
+	agent, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "bench", Capacity: 1000})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,9 +104,9 @@ func BenchmarkBatchedHeartbeat(b *testing.B) {
 	if err != nil || len(tasks) != 100 {
 		b.Fatalf("claim: %v (%d)", err, len(tasks))
 	}
-	entries := make([]protocol.HeartbeatEntry, len(tasks))
+	entries := make([]store.HeartbeatEntry, len(tasks))
 	for i, t := range tasks {
-		entries[i] = protocol.HeartbeatEntry{Attempt: t.Attempt, Started: true}
+		entries[i] = store.HeartbeatEntry{Attempt: t.Attempt, Started: true}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

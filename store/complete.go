@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/scheduler/retry"
 	"github.com/vigil-sched/vigil/state"
 )
@@ -60,7 +59,7 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 //
 // Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
 // another agent), *StaleAttemptError (not the current attempt).
-func (s *Store) Complete(ctx context.Context, agentID int64, req protocol.CompleteRequest) (newState state.TI, late bool, err error) {
+func (s *Store) Complete(ctx context.Context, agentID int64, req Completion) (newState state.TI, late bool, err error) {
 	lockRun := false
 	for {
 		newState, late, err = s.completeTx(ctx, agentID, req, lockRun)
@@ -84,8 +83,8 @@ var errNeedRunLock = errors.New("late completion needs the run lock")
 // overturn a reaper's decision: the run is live, the reaper only judged
 // the agent unreachable (agent_lost, dispatch_lost), and the state
 // machine lets a late completion move the TI to success.
-func lateEligible(a tiAttempt, outcome string) bool {
-	if outcome != protocol.OutcomeSuccess || a.runState != state.RunRunning {
+func lateEligible(a tiAttempt, outcome Outcome) bool {
+	if outcome != OutcomeSuccess || a.runState != state.RunRunning {
 		return false
 	}
 	if a.reason != state.ReasonAgentLost && a.reason != state.ReasonDispatchLost {
@@ -94,7 +93,7 @@ func lateEligible(a tiAttempt, outcome string) bool {
 	return state.Allowed(a.state, state.TISuccess, state.ActorLateComplete)
 }
 
-func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.CompleteRequest, lockRun bool) (newState state.TI, late bool, err error) {
+func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, lockRun bool) (newState state.TI, late bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if lockRun {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = (SELECT run_id FROM task_instances WHERE id = $1) FOR NO KEY UPDATE`, req.TIID); err != nil {
@@ -118,7 +117,7 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.Comp
 			var reason state.Reason
 			if newState != state.TISuccess {
 				reason = state.ReasonExitCode
-				if req.Outcome == protocol.OutcomeExecutionTimeout {
+				if req.Outcome == OutcomeExecutionTimeout {
 					reason = state.ReasonExecutionTimeout
 				}
 			}
@@ -142,7 +141,7 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req protocol.Comp
 // are returned to 'none' (the scheduler re-derives them on its next
 // tick), and the run row is touched so a finalizer that read the old
 // state cannot finalize over it.
-func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest) error {
+func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) error {
 	msg := fmt.Sprintf("success of try %d accepted after %s (state was %s)", a.tryNumber, a.reason, a.state)
 	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", "late_completion_accepted", msg); err != nil {
 		return err
@@ -160,13 +159,13 @@ func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req prot
 
 // decideOutcome maps a completion to the TI's next state, event kind and
 // message, applying the retry policy.
-func decideOutcome(a tiAttempt, req protocol.CompleteRequest) (to state.TI, kind, msg string) {
-	if req.Outcome == protocol.OutcomeSuccess {
+func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind, msg string) {
+	if req.Outcome == OutcomeSuccess {
 		return state.TISuccess, "ti_success", fmt.Sprintf("try %d succeeded", a.tryNumber)
 	}
 	what := "failed"
 	switch {
-	case req.Outcome == protocol.OutcomeExecutionTimeout:
+	case req.Outcome == OutcomeExecutionTimeout:
 		what = "exceeded its execution_timeout"
 	case req.ExitCode != nil:
 		what = fmt.Sprintf("exited with code %d", *req.ExitCode)
@@ -182,7 +181,7 @@ func decideOutcome(a tiAttempt, req protocol.CompleteRequest) (to state.TI, kind
 
 // finishTI writes the completion with a guarded UPDATE (attempt and state
 // as loaded), its event and the scheduler wake-up.
-func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protocol.CompleteRequest,
+func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion,
 	to state.TI, reason state.Reason, kind, msg string) error {
 	var delayUS int64
 	if to == state.TIUpForRetry {
@@ -206,7 +205,7 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req protoc
 		return err
 	}
 	if tag.RowsAffected() != 1 {
-		return &StaleAttemptError{TIID: a.tiID, Reason: protocol.StopSuperseded, State: "changed"}
+		return &StaleAttemptError{TIID: a.tiID, Reason: string(StopSuperseded), State: "changed"}
 	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)

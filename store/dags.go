@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
 )
 
@@ -47,14 +46,14 @@ func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 }
 
 // ListDAGs returns every applied DAG ordered by id, without specs.
-func (s *Store) ListDAGs(ctx context.Context) ([]protocol.DAG, error) {
+func (s *Store) ListDAGs(ctx context.Context) ([]DAGSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT dag_id, jsonb_array_length(spec->'tasks'), updated_at FROM dags ORDER BY dag_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list dags: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.DAG, error) {
-		var d protocol.DAG
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DAGSummary, error) {
+		var d DAGSummary
 		err := r.Scan(&d.DAGID, &d.Tasks, &d.UpdatedAt)
 		return d, err
 	})

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // RunEventsPage returns one page of run runID's timeline: the events with
@@ -16,22 +14,22 @@ import (
 // The read is served by the index events_run_idx (run_id, id).
 //
 // afterID must be ≥ 0 (0 reads from the start) and limit in
-// 1..protocol.EventsPageMax; the API checks both before calling. Errors:
+// 1..EventsPageMax; the API checks both before calling. Errors:
 // ErrNotFound when the run does not exist; a plain error naming afterID or
 // limit when it is out of range.
-func (s *Store) RunEventsPage(ctx context.Context, runID, afterID int64, limit int) (protocol.EventList, error) {
+func (s *Store) RunEventsPage(ctx context.Context, runID, afterID int64, limit int) (EventPage, error) {
 	if afterID < 0 {
-		return protocol.EventList{}, fmt.Errorf("run %d events: afterID %d must not be negative", runID, afterID)
+		return EventPage{}, fmt.Errorf("run %d events: afterID %d must not be negative", runID, afterID)
 	}
-	if limit < 1 || limit > protocol.EventsPageMax {
-		return protocol.EventList{}, fmt.Errorf("run %d events: limit %d must be in 1..%d", runID, limit, protocol.EventsPageMax)
+	if limit < 1 || limit > EventsPageMax {
+		return EventPage{}, fmt.Errorf("run %d events: limit %d must be in 1..%d", runID, limit, EventsPageMax)
 	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)`, runID).Scan(&exists); err != nil {
-		return protocol.EventList{}, fmt.Errorf("run %d events: %w", runID, err)
+		return EventPage{}, fmt.Errorf("run %d events: %w", runID, err)
 	}
 	if !exists {
-		return protocol.EventList{}, fmt.Errorf("run %d: %w", runID, ErrNotFound)
+		return EventPage{}, fmt.Errorf("run %d: %w", runID, ErrNotFound)
 	}
 	// One row past the page tells whether another page follows.
 	rows, err := s.pool.Query(ctx, `
@@ -39,37 +37,37 @@ func (s *Store) RunEventsPage(ctx context.Context, runID, afterID int64, limit i
 		       coalesce(attempt_id::text, ''), agent_id, message
 		  FROM events WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`, runID, afterID, limit+1)
 	if err != nil {
-		return protocol.EventList{}, fmt.Errorf("run %d events: %w", runID, err)
+		return EventPage{}, fmt.Errorf("run %d events: %w", runID, err)
 	}
-	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Event, error) {
-		var e protocol.Event
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
 		err := r.Scan(&e.ID, &e.RunID, &e.Time, &e.Kind, &e.TIID, &e.TaskID, &e.TryNumber, &e.AttemptID, &e.AgentID, &e.Message)
 		return e, err
 	})
 	if err != nil {
-		return protocol.EventList{}, fmt.Errorf("run %d events: %w", runID, err)
+		return EventPage{}, fmt.Errorf("run %d events: %w", runID, err)
 	}
-	page := protocol.EventList{Events: events}
+	page := EventPage{Events: events}
 	if len(events) > limit {
 		page.Events = events[:limit]
 		next := events[limit-1].ID
 		page.NextCursor = &next
 	}
 	if page.Events == nil {
-		page.Events = []protocol.Event{}
+		page.Events = []Event{}
 	}
 	return page, nil
 }
 
 // RunEvents returns all of run runID's timeline after afterID (≥ 0),
-// oldest first, reading it in pages of protocol.EventsPageMax. It holds
+// oldest first, reading it in pages of EventsPageMax. It holds
 // the whole timeline in memory: it is for tests and for callers that know
 // the run is small; the API serves the timeline a page at a time with
 // RunEventsPage. Errors: those of RunEventsPage.
-func (s *Store) RunEvents(ctx context.Context, runID, afterID int64) ([]protocol.Event, error) {
-	var all []protocol.Event
+func (s *Store) RunEvents(ctx context.Context, runID, afterID int64) ([]Event, error) {
+	var all []Event
 	for {
-		page, err := s.RunEventsPage(ctx, runID, afterID, protocol.EventsPageMax)
+		page, err := s.RunEventsPage(ctx, runID, afterID, EventsPageMax)
 		if err != nil {
 			return nil, err
 		}

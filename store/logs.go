@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // AppendLogs stores a batch of log lines from agentID. Every attempt in the
@@ -17,7 +15,7 @@ import (
 // written. Replays are idempotent on (attempt_id, seq). Lines keep the
 // agent's original timestamps (DESIGN §4 logs). It returns how many lines
 // were new.
-func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []protocol.LogLine) (int, error) {
+func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []LogLine) (int, error) {
 	if len(lines) == 0 {
 		return 0, nil
 	}
@@ -72,11 +70,11 @@ func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []protocol.
 // follow-up reads are ordered by id so the cursor never skips a line.
 // try 0 means every try.
 // Errors: ErrNotFound when the run has no such task.
-func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try int, afterID int64, limit int) (protocol.LogList, error) {
+func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try int, afterID int64, limit int) (LogPage, error) {
 	if limit <= 0 || limit > 10000 {
 		limit = 10000
 	}
-	var out protocol.LogList
+	var out LogPage
 	var tiID int64
 	err := s.pool.QueryRow(ctx, `SELECT id, state FROM task_instances WHERE run_id = $1 AND task_id = $2`, runID, taskID).
 		Scan(&tiID, &out.TIState)
@@ -86,10 +84,7 @@ func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try in
 	if err != nil {
 		return out, fmt.Errorf("read logs: %w", err)
 	}
-	switch out.TIState {
-	case "success", "failed", "upstream_failed", "skipped", "cancelled":
-		out.Terminal = true
-	}
+	out.Terminal = out.TIState.Terminal()
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, try_number, seq, stream, ts, line FROM task_logs
 		 WHERE ti_id = $1 AND ($2 = 0 OR try_number = $2) AND id > $3
@@ -98,8 +93,8 @@ func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try in
 	if err != nil {
 		return out, fmt.Errorf("read logs: %w", err)
 	}
-	out.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.StoredLogLine, error) {
-		var l protocol.StoredLogLine
+	out.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredLogLine, error) {
+		var l StoredLogLine
 		err := r.Scan(&l.ID, &l.TryNumber, &l.Seq, &l.Stream, &l.Time, &l.Line)
 		return l, err
 	})

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
 )
 
@@ -186,7 +185,7 @@ func (s *Store) MarkAgentsInactive(ctx context.Context, epoch int64, cs []StaleA
 
 // ListAgents returns every agent with its running count, newest first
 // (vigil agents list).
-func (s *Store) ListAgents(ctx context.Context) ([]protocol.Agent, error) {
+func (s *Store) ListAgents(ctx context.Context) ([]Agent, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT a.id, a.name, a.tags, a.capacity, a.state, a.registered_at, a.last_heartbeat_at,
 		       (SELECT count(*) FROM task_instances t WHERE t.agent_id = a.id AND t.state = 'running')
@@ -194,8 +193,8 @@ func (s *Store) ListAgents(ctx context.Context) ([]protocol.Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Agent, error) {
-		var a protocol.Agent
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Agent, error) {
+		var a Agent
 		err := r.Scan(&a.ID, &a.Name, &a.Tags, &a.Capacity, &a.State, &a.RegisteredAt, &a.LastHeartbeatAt, &a.Running)
 		return a, err
 	})

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
 )
 
@@ -30,12 +29,12 @@ const (
 // TriggerRun creates a queued run of dagID with one TI per task, copying
 // the task definitions so later applies do not change this run. Errors:
 // ErrNotFound when the DAG does not exist.
-func (s *Store) TriggerRun(ctx context.Context, dagID string) (protocol.Run, error) {
+func (s *Store) TriggerRun(ctx context.Context, dagID string) (Run, error) {
 	spec, _, err := s.GetDAG(ctx, dagID)
 	if err != nil {
-		return protocol.Run{}, err
+		return Run{}, err
 	}
-	var run protocol.Run
+	var run Run
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var timeout *int64
 		if spec.Timeout > 0 {
@@ -78,7 +77,7 @@ func (s *Store) TriggerRun(ctx context.Context, dagID string) (protocol.Run, err
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
-		return protocol.Run{}, fmt.Errorf("trigger run of %q: %w", dagID, err)
+		return Run{}, fmt.Errorf("trigger run of %q: %w", dagID, err)
 	}
 	return run, nil
 }
@@ -96,8 +95,8 @@ const runColumns = `r.id, r.dag_id, r.state, coalesce(r.reason, ''), coalesce(r.
 	(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 	   (SELECT state, count(*) AS n FROM task_instances WHERE run_id = r.id GROUP BY state) c)`
 
-func scanRun(row pgx.Row) (protocol.Run, error) {
-	var r protocol.Run
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
 	var counts []byte
 	err := row.Scan(&r.ID, &r.DAGID, &r.State, &r.Reason, &r.Message, &r.QueuedAt, &r.StartDate, &r.EndDate, &counts)
 	if err != nil {
@@ -109,7 +108,7 @@ func scanRun(row pgx.Row) (protocol.Run, error) {
 
 // ListRuns returns the newest runs first, optionally filtered by runState
 // (empty = all) and dagID (empty = all). limit ≤ 0 means 100.
-func (s *Store) ListRuns(ctx context.Context, runState state.Run, dagID string, limit int) ([]protocol.Run, error) {
+func (s *Store) ListRuns(ctx context.Context, runState state.Run, dagID string, limit int) ([]Run, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -119,7 +118,7 @@ func (s *Store) ListRuns(ctx context.Context, runState state.Run, dagID string, 
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.Run, error) { return scanRun(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) { return scanRun(r) })
 }
 
 // tiColumns is the column list scanned by scanTI.
@@ -127,8 +126,8 @@ const tiColumns = `t.id, t.run_id, t.task_id, t.state, coalesce(t.reason, ''), c
 	t.try_number, t.retries + 1, t.dispatch_attempts, coalesce(t.attempt_id::text, ''), t.agent_id, t.exit_code,
 	t.queued_at, t.claimed_at, t.started_at, t.last_heartbeat_at, t.end_date, t.next_retry_at`
 
-func scanTI(row pgx.Row) (protocol.TaskInstance, error) {
-	var t protocol.TaskInstance
+func scanTI(row pgx.Row) (TaskInstance, error) {
+	var t TaskInstance
 	err := row.Scan(&t.ID, &t.RunID, &t.TaskID, &t.State, &t.Reason, &t.Message,
 		&t.TryNumber, &t.MaxTries, &t.DispatchAttempts, &t.AttemptID, &t.AgentID, &t.ExitCode,
 		&t.QueuedAt, &t.ClaimedAt, &t.StartedAt, &t.LastHeartbeatAt, &t.EndDate, &t.NextRetryAt)
@@ -136,23 +135,23 @@ func scanTI(row pgx.Row) (protocol.TaskInstance, error) {
 }
 
 // GetRun returns a run with its TIs in declaration order, or ErrNotFound.
-func (s *Store) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error) {
+func (s *Store) GetRun(ctx context.Context, id int64) (RunDetail, error) {
 	run, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return protocol.RunDetail{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
+		return RunDetail{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return protocol.RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+		return RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+tiColumns+` FROM task_instances t WHERE t.run_id = $1 ORDER BY t.ordinal`, id)
 	if err != nil {
-		return protocol.RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+		return RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
 	}
-	tis, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.TaskInstance, error) { return scanTI(r) })
+	tis, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TaskInstance, error) { return scanTI(r) })
 	if err != nil {
-		return protocol.RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+		return RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
 	}
-	return protocol.RunDetail{Run: run, TaskInstances: tis}, nil
+	return RunDetail{Run: run, TaskInstances: tis}, nil
 }
 
 // cancelRunTx cancels run runID and every non-terminal TI of it inside
@@ -188,7 +187,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reaso
 // state.ReasonRunTimeout). Agents running its TIs are told to stop at
 // their next heartbeat. Errors: ErrNotFound; ErrConflict when the run is
 // already terminal.
-func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason, message string) (protocol.Run, error) {
+func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason, message string) (Run, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var cur state.Run
 		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE`, runID).Scan(&cur)
@@ -204,7 +203,7 @@ func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason,
 		return cancelRunTx(ctx, tx, runID, reason, message)
 	})
 	if err != nil {
-		return protocol.Run{}, fmt.Errorf("cancel run %d: %w", runID, err)
+		return Run{}, fmt.Errorf("cancel run %d: %w", runID, err)
 	}
 	d, err := s.GetRun(ctx, runID)
 	return d.Run, err

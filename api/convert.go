@@ -1,0 +1,156 @@
+package api
+
+import (
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// Conversions between the wire protocol's JSON shapes (api/protocol) and
+// the store's own types, at the API edge (adr/0013-state-package.md).
+// Typed states and reasons become their plain strings, durations become
+// protocol.Durations, and nil slices and maps stay nil (empty ones stay
+// empty), so the JSON is what it was when the store returned protocol
+// types.
+
+// convertSlice maps f over in, keeping a nil slice nil.
+func convertSlice[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+func fromAttempt(a protocol.Attempt) store.Attempt {
+	return store.Attempt{TIID: a.TIID, AttemptID: a.AttemptID}
+}
+
+func toAttempt(a store.Attempt) protocol.Attempt {
+	return protocol.Attempt{TIID: a.TIID, AttemptID: a.AttemptID}
+}
+
+// toStopReason maps a store stop reason to the protocol's string; an
+// unknown one (a store bug) passes through unchanged.
+func toStopReason(r store.StopReason) string {
+	switch r {
+	case store.StopCancelled:
+		return protocol.StopCancelled
+	case store.StopReaped:
+		return protocol.StopReaped
+	case store.StopSuperseded:
+		return protocol.StopSuperseded
+	case store.StopUnknown:
+		return protocol.StopUnknown
+	case store.StopFinished:
+		return protocol.StopFinished
+	}
+	return string(r)
+}
+
+func toStopOrders(stops []store.StopOrder) []protocol.StopOrder {
+	return convertSlice(stops, func(s store.StopOrder) protocol.StopOrder {
+		return protocol.StopOrder{Attempt: toAttempt(s.Attempt), Reason: toStopReason(s.Reason)}
+	})
+}
+
+func fromRegister(req protocol.RegisterRequest) store.Registration {
+	return store.Registration{Name: req.Name, Tags: req.Tags, Capacity: req.Capacity,
+		InFlight: convertSlice(req.InFlight, fromAttempt)}
+}
+
+func fromHeartbeatEntries(entries []protocol.HeartbeatEntry) []store.HeartbeatEntry {
+	return convertSlice(entries, func(e protocol.HeartbeatEntry) store.HeartbeatEntry {
+		return store.HeartbeatEntry{Attempt: fromAttempt(e.Attempt), Started: e.Started}
+	})
+}
+
+func toClaimedTasks(tasks []store.ClaimedTask) []protocol.ClaimedTask {
+	return convertSlice(tasks, func(t store.ClaimedTask) protocol.ClaimedTask {
+		return protocol.ClaimedTask{Attempt: toAttempt(t.Attempt), RunID: t.RunID, DAGID: t.DAGID, TaskID: t.TaskID,
+			TryNumber: t.TryNumber, Command: t.Command, Env: t.Env, ExecutionTimeout: protocol.Duration(t.ExecutionTimeout)}
+	})
+}
+
+// fromOutcome maps a protocol completion outcome to the store's; ok is
+// false for anything else.
+func fromOutcome(o string) (out store.Outcome, ok bool) {
+	switch o {
+	case protocol.OutcomeSuccess:
+		return store.OutcomeSuccess, true
+	case protocol.OutcomeFailed:
+		return store.OutcomeFailed, true
+	case protocol.OutcomeExecutionTimeout:
+		return store.OutcomeExecutionTimeout, true
+	}
+	return "", false
+}
+
+func fromComplete(req protocol.CompleteRequest, outcome store.Outcome) store.Completion {
+	return store.Completion{Attempt: fromAttempt(req.Attempt), Outcome: outcome, ExitCode: req.ExitCode, Error: req.Error}
+}
+
+func fromLogLines(lines []protocol.LogLine) []store.LogLine {
+	return convertSlice(lines, func(l protocol.LogLine) store.LogLine {
+		return store.LogLine{Attempt: fromAttempt(l.Attempt), Seq: l.Seq, Stream: l.Stream, Time: l.Time, Line: l.Line}
+	})
+}
+
+func toLogList(p store.LogPage) protocol.LogList {
+	return protocol.LogList{
+		Lines: convertSlice(p.Lines, func(l store.StoredLogLine) protocol.StoredLogLine {
+			return protocol.StoredLogLine{ID: l.ID, TryNumber: l.TryNumber, Seq: l.Seq, Stream: l.Stream, Time: l.Time, Line: l.Line}
+		}),
+		TIState:  string(p.TIState),
+		Terminal: p.Terminal,
+	}
+}
+
+func toDAGs(dags []store.DAGSummary) []protocol.DAG {
+	return convertSlice(dags, func(d store.DAGSummary) protocol.DAG {
+		return protocol.DAG{DAGID: d.DAGID, Tasks: d.Tasks, UpdatedAt: d.UpdatedAt}
+	})
+}
+
+func toRun(r store.Run) protocol.Run {
+	out := protocol.Run{ID: r.ID, DAGID: r.DAGID, State: string(r.State), Reason: string(r.Reason), Message: r.Message,
+		QueuedAt: r.QueuedAt, StartDate: r.StartDate, EndDate: r.EndDate}
+	if r.TaskCounts != nil {
+		out.TaskCounts = make(map[string]int, len(r.TaskCounts))
+		for s, n := range r.TaskCounts {
+			out.TaskCounts[string(s)] = n
+		}
+	}
+	return out
+}
+
+func toTaskInstance(t store.TaskInstance) protocol.TaskInstance {
+	return protocol.TaskInstance{ID: t.ID, RunID: t.RunID, TaskID: t.TaskID, State: string(t.State),
+		Reason: string(t.Reason), Message: t.Message, TryNumber: t.TryNumber, MaxTries: t.MaxTries,
+		DispatchAttempts: t.DispatchAttempts, AttemptID: t.AttemptID, AgentID: t.AgentID, ExitCode: t.ExitCode,
+		QueuedAt: t.QueuedAt, ClaimedAt: t.ClaimedAt, StartedAt: t.StartedAt, LastHeartbeatAt: t.LastHeartbeatAt,
+		EndDate: t.EndDate, NextRetryAt: t.NextRetryAt}
+}
+
+func toRunDetail(d store.RunDetail) protocol.RunDetail {
+	return protocol.RunDetail{Run: toRun(d.Run), TaskInstances: convertSlice(d.TaskInstances, toTaskInstance)}
+}
+
+func toEventList(p store.EventPage) protocol.EventList {
+	return protocol.EventList{
+		Events: convertSlice(p.Events, func(e store.Event) protocol.Event {
+			return protocol.Event{ID: e.ID, RunID: e.RunID, Time: e.Time, Kind: e.Kind, TIID: e.TIID, TaskID: e.TaskID,
+				TryNumber: e.TryNumber, AttemptID: e.AttemptID, AgentID: e.AgentID, Message: e.Message}
+		}),
+		NextCursor: p.NextCursor,
+	}
+}
+
+func toAgents(agents []store.Agent) []protocol.Agent {
+	return convertSlice(agents, func(a store.Agent) protocol.Agent {
+		return protocol.Agent{ID: a.ID, Name: a.Name, Tags: a.Tags, Capacity: a.Capacity, Running: a.Running,
+			State: a.State, RegisteredAt: a.RegisteredAt, LastHeartbeatAt: a.LastHeartbeatAt}
+	})
+}

@@ -1,0 +1,228 @@
+package store
+
+import (
+	"time"
+
+	"github.com/vigil-sched/vigil/state"
+)
+
+// The store's own shapes: what its methods take from agents and return to
+// readers. They carry typed states and reasons (package state) and
+// time.Duration; the wire protocol (api/protocol) keeps plain strings and
+// duration strings, and package api converts between the two at its edge,
+// so neither has to change when the other does (adr/0013-state-package.md).
+
+// Attempt names one claim of a task instance: the TI id plus the random
+// attempt_id (a UUID) minted by that claim. Only the current attempt may
+// heartbeat or complete.
+type Attempt struct {
+	TIID      int64
+	AttemptID string
+}
+
+// StopReason says why an agent must stop an attempt: Heartbeat and
+// RegisterAgent return it in StopOrders, and StaleAttemptError carries it
+// (as a string) when a completion arrives for an attempt that is no longer
+// current.
+type StopReason string
+
+// Stop reasons.
+const (
+	StopCancelled  StopReason = "cancelled"  // the run or TI was cancelled
+	StopReaped     StopReason = "reaped"     // a reaper gave up on the attempt
+	StopSuperseded StopReason = "superseded" // a newer attempt exists
+	StopUnknown    StopReason = "unknown"    // there is no such task instance
+	StopFinished   StopReason = "finished"   // the TI already reached a terminal state
+)
+
+// StopReasons lists every stop reason.
+func StopReasons() []StopReason {
+	return []StopReason{StopCancelled, StopReaped, StopSuperseded, StopUnknown, StopFinished}
+}
+
+// StopOrder tells an agent to kill the process of an attempt.
+type StopOrder struct {
+	Attempt
+	Reason StopReason
+}
+
+// Registration is what an agent registers with (RegisterAgent): its
+// unique name, the tags it offers, how many TIs it runs at once (≥ 1),
+// and the attempts it is still running after a reconnect.
+type Registration struct {
+	Name     string
+	Tags     []string
+	Capacity int
+	InFlight []Attempt
+}
+
+// HeartbeatEntry reports one attempt an agent runs; Started is true once
+// its process has been started.
+type HeartbeatEntry struct {
+	Attempt
+	Started bool
+}
+
+// ClaimedTask is one TI handed to an agent by Claim, with the task
+// definition its run snapshotted at trigger time. The claim counts as its
+// first heartbeat.
+type ClaimedTask struct {
+	Attempt
+	RunID            int64
+	DAGID            string
+	TaskID           string
+	TryNumber        int // the try this claim starts, from 1
+	Command          []string
+	Env              map[string]string // nil when the task sets none
+	ExecutionTimeout time.Duration     // 0: none
+}
+
+// Outcome is how an attempt ended, as its agent reports it.
+type Outcome string
+
+// Completion outcomes.
+const (
+	OutcomeSuccess          Outcome = "success"
+	OutcomeFailed           Outcome = "failed"            // non-zero exit or start failure
+	OutcomeExecutionTimeout Outcome = "execution_timeout" // the agent killed it
+)
+
+// Completion is an agent's report that an attempt ended (Complete).
+// ExitCode is nil when the process never exited on its own (a start
+// failure or a kill); Error describes a start failure.
+type Completion struct {
+	Attempt
+	Outcome  Outcome
+	ExitCode *int
+	Error    string
+}
+
+// LogLine is one captured line as an agent ships it (AppendLogs). Seq
+// increases per attempt from 1 and makes replays idempotent; Time is the
+// agent's clock when the line was read; Stream is stdout, stderr or
+// system.
+type LogLine struct {
+	Attempt
+	Seq    int64
+	Stream string
+	Time   time.Time
+	Line   string
+}
+
+// StoredLogLine is one log line as ReadLogs returns it. ID orders lines and
+// is the cursor for the next read.
+type StoredLogLine struct {
+	ID        int64
+	TryNumber int
+	Seq       int64
+	Stream    string
+	Time      time.Time
+	Line      string
+}
+
+// LogPage is one read of a TI's log. Terminal is TIState.Terminal(), so a
+// follower knows it can stop once it has drained the log.
+type LogPage struct {
+	Lines    []StoredLogLine
+	TIState  state.TI
+	Terminal bool
+}
+
+// DAGSummary is one applied DAG as ListDAGs returns it: its id, number of
+// tasks and last change, without the spec (GetDAG returns that).
+type DAGSummary struct {
+	DAGID     string
+	Tasks     int
+	UpdatedAt time.Time
+}
+
+// Run is one DAG run. Reason and Message are empty until the run ends
+// failed or cancelled (Message also on success). StartDate and EndDate
+// are nil until the run starts and ends.
+type Run struct {
+	ID        int64
+	DAGID     string
+	State     state.Run
+	Reason    state.Reason
+	Message   string
+	QueuedAt  time.Time
+	StartDate *time.Time
+	EndDate   *time.Time
+	// TaskCounts counts the run's TIs by state (states with none are
+	// absent). ListRuns, GetRun and CancelRun fill it; TriggerRun leaves
+	// it nil.
+	TaskCounts map[state.TI]int
+}
+
+// TaskInstance is one task of one run with the DESIGN §3 timestamps (nil
+// until the TI reaches the step that stamps them). MaxTries is retries+1;
+// AttemptID is empty and AgentID nil until the TI is first claimed.
+type TaskInstance struct {
+	ID               int64
+	RunID            int64
+	TaskID           string
+	State            state.TI
+	Reason           state.Reason
+	Message          string
+	TryNumber        int
+	MaxTries         int
+	DispatchAttempts int
+	AttemptID        string
+	AgentID          *int64
+	ExitCode         *int
+	QueuedAt         *time.Time
+	ClaimedAt        *time.Time
+	StartedAt        *time.Time
+	LastHeartbeatAt  *time.Time
+	EndDate          *time.Time
+	NextRetryAt      *time.Time
+}
+
+// RunDetail is a run with its task instances in declaration order
+// (GetRun).
+type RunDetail struct {
+	Run
+	TaskInstances []TaskInstance
+}
+
+// Event is one entry of a run's timeline. TIID, TaskID, TryNumber,
+// AttemptID and AgentID are set (non-nil, non-empty) only on events about
+// a task instance, its attempt or its agent.
+type Event struct {
+	ID        int64
+	RunID     int64
+	Time      time.Time
+	Kind      string
+	TIID      *int64
+	TaskID    string
+	TryNumber *int
+	AttemptID string
+	AgentID   *int64
+	Message   string
+}
+
+// EventsPageMax is the largest page RunEventsPage returns, in events.
+const EventsPageMax = 5000
+
+// EventPage is one page of a run's timeline (RunEventsPage): events oldest
+// first, never nil. NextCursor is the id of the page's last event when
+// more events followed it, and nil on the last page.
+type EventPage struct {
+	Events     []Event
+	NextCursor *int64
+}
+
+// Agent is one registered agent with the number of TIs it runs. State is
+// active, inactive (silent past the agent-lost threshold; its next
+// heartbeat reactivates it) or deregistered (an ephemeral agent that
+// exited).
+type Agent struct {
+	ID              int64
+	Name            string
+	Tags            []string
+	Capacity        int
+	Running         int
+	State           string
+	RegisteredAt    time.Time
+	LastHeartbeatAt time.Time
+}
