@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vigil-sched/vigil/state"
 )
 
 // Shared formatting of the client subcommands: tables, times, durations.
@@ -80,16 +82,16 @@ func elapsed(start, end *time.Time, now time.Time) string {
 
 // stateOrder orders TI states in compact counts: terminal outcomes first,
 // then work in progress, then what has not started.
-var stateOrder = []string{
-	"success", "failed", "upstream_failed", "cancelled", "skipped",
-	"running", "queued", "scheduled", "up_for_retry", "none",
+var stateOrder = []state.TI{
+	state.TISuccess, state.TIFailed, state.TIUpstreamFailed, state.TICancelled, state.TISkipped,
+	state.TIRunning, state.TIQueued, state.TIScheduled, state.TIUpForRetry, state.TINone,
 }
 
 // fmtCounts renders TI counts as "success=5 running=1"; "-" when empty.
 func fmtCounts(counts map[string]int) string {
 	rank := make(map[string]int, len(stateOrder))
 	for i, s := range stateOrder {
-		rank[s] = i
+		rank[string(s)] = i
 	}
 	keys := make([]string, 0, len(counts))
 	for k, n := range counts {

@@ -8,21 +8,21 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-sched/vigil/api/client"
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
-// runStateNames are the run states --state accepts (DESIGN §3).
-var runStateNames = []string{"queued", "running", "success", "failed", "cancelled"}
+// runStateNames are the run states --state accepts (package state).
+var runStateNames = state.Strings(state.RunStates())
 
-// runTerminal reports whether a run state is final.
-func runTerminal(state string) bool {
-	return state == "success" || state == "failed" || state == "cancelled"
-}
+// runTerminal reports whether a run state (as the API spells it) is final.
+func runTerminal(s string) bool { return state.Run(s).Terminal() }
 
 // waitRetryFor is how long trigger --wait keeps polling through
 // consecutive transient errors (transport failures, 5xx) before giving up.
@@ -97,7 +97,7 @@ when it ends failed or cancelled.`,
 			} else {
 				fmt.Fprintln(out, runSummary(detail.Run))
 			}
-			if detail.State != "success" {
+			if state.Run(detail.State) != state.RunSuccess {
 				return &exitCodeError{code: exitRunFailed, err: fmt.Errorf("run %d ended %s", detail.ID, detail.State)}
 			}
 			return nil
@@ -132,7 +132,7 @@ func waitRun(ctx context.Context, c *client.Client, id int64, poll, timeout time
 			failingFrom = time.Time{}
 			last = d
 			for _, ti := range d.TaskInstances {
-				if ti.State == "none" || shown[ti.TaskID] == ti.State {
+				if state.TI(ti.State) == state.TINone || shown[ti.TaskID] == ti.State {
 					continue
 				}
 				shown[ti.TaskID] = ti.State
@@ -158,11 +158,11 @@ func waitRun(ctx context.Context, c *client.Client, id int64, poll, timeout time
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
-			state := last.State
-			if state == "" {
-				state = "queued"
+			still := last.State
+			if still == "" {
+				still = string(state.RunQueued)
 			}
-			return last, fmt.Errorf("run %d still %s after --timeout %s; it goes on (see vigil runs show %d)", id, state, timeout, id)
+			return last, fmt.Errorf("run %d still %s after --timeout %s; it goes on (see vigil runs show %d)", id, still, timeout, id)
 		case <-time.After(poll):
 		}
 	}
@@ -186,7 +186,7 @@ func tiProgress(ti protocol.TaskInstance) string {
 	if ti.MaxTries > 1 && ti.TryNumber > 0 {
 		s += fmt.Sprintf(" (try %d/%d)", ti.TryNumber, ti.MaxTries)
 	}
-	if ti.State == "success" {
+	if state.TI(ti.State) == state.TISuccess {
 		return s
 	}
 	if ti.Reason != "" {
@@ -202,7 +202,7 @@ func tiProgress(ti protocol.TaskInstance) string {
 // "run 12 failed (run_timeout): ..." with the reason and message.
 func runSummary(r protocol.Run) string {
 	s := fmt.Sprintf("run %d %s", r.ID, r.State)
-	if r.State == "success" {
+	if state.Run(r.State) == state.RunSuccess {
 		return s
 	}
 	if r.Reason != "" {
@@ -216,16 +216,16 @@ func runSummary(r protocol.Run) string {
 
 func newRunsListCmd(o *clientOpts) *cobra.Command {
 	var (
-		state, dagID string
-		limit        int
+		runState, dagID string
+		limit           int
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state != "" && !slices.Contains(runStateNames, state) {
-				return usageError("--state: %q must be one of queued, running, success, failed, cancelled", state)
+			if runState != "" && !slices.Contains(runStateNames, runState) {
+				return usageError("--state: %q must be one of %s", runState, strings.Join(runStateNames, ", "))
 			}
 			if limit < 1 || limit > 10000 {
 				return usageError("--limit: %d must be in 1..10000", limit)
@@ -234,7 +234,7 @@ func newRunsListCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			runs, err := c.ListRuns(cmd.Context(), state, dagID, limit)
+			runs, err := c.ListRuns(cmd.Context(), runState, dagID, limit)
 			if err != nil {
 				return err
 			}
@@ -255,7 +255,7 @@ func newRunsListCmd(o *clientOpts) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&state, "state", "", "only runs in this state: queued, running, success, failed or cancelled")
+	f.StringVar(&runState, "state", "", "only runs in this state: queued, running, success, failed or cancelled")
 	f.StringVar(&dagID, "dag", "", "only runs of this DAG")
 	f.IntVar(&limit, "limit", 100, "at most this many runs (1..10000)")
 	return cmd
