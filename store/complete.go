@@ -105,8 +105,8 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			return err
 		}
 		if a.attemptID != req.AttemptID {
-			return &StaleAttemptError{TIID: a.tiID, Reason: string(stopReason(a.state, a.attemptID, req.AttemptID, a.reason)),
-				State: string(a.state)}
+			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason),
+				State: a.state}
 		}
 		if a.agentID == nil || *a.agentID != agentID {
 			return fmt.Errorf("task instance %d attempt %s belongs to another agent: %w", a.tiID, req.AttemptID, ErrForbidden)
@@ -124,8 +124,8 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
 		}
 		if !lateEligible(a, req.Outcome) {
-			return &StaleAttemptError{TIID: a.tiID, Reason: string(stopReason(a.state, a.attemptID, req.AttemptID, a.reason)),
-				State: string(a.state)}
+			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason),
+				State: a.state}
 		}
 		if !lockRun {
 			return errNeedRunLock
@@ -205,7 +205,7 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 		return err
 	}
 	if tag.RowsAffected() != 1 {
-		return &StaleAttemptError{TIID: a.tiID, Reason: string(StopSuperseded), State: "changed"}
+		return &StaleAttemptError{TIID: a.tiID, Reason: StopSuperseded}
 	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)

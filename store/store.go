@@ -3,8 +3,9 @@
 // leader fence. No other package writes SQL (DESIGN §2).
 //
 // Every timestamp it writes is now() on the database clock (DESIGN §3).
-// Read models are returned as api/protocol types so the API serves them
-// without a second copy of each shape.
+// It takes and returns its own types (types.go), with states and reasons
+// from package state; the API converts them to the wire protocol's JSON
+// shapes at its edge, so the store never depends on the protocol.
 package store
 
 import (
@@ -20,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/vigil-sched/vigil/state"
 )
 
 //go:embed migrations/*.sql
@@ -42,12 +45,18 @@ var (
 // attempt that is no longer current (DESIGN §4: 409 with a reason).
 type StaleAttemptError struct {
 	TIID   int64
-	Reason string // one of protocol.Stop*
-	State  string // the TI's current state
+	Reason StopReason // why the attempt is not current
+	// State is the TI's current state, or "" when a concurrent change
+	// made the guarded write miss (the state is then unknown here).
+	State state.TI
 }
 
 func (e *StaleAttemptError) Error() string {
-	return fmt.Sprintf("attempt of task instance %d is not current (%s; state %s)", e.TIID, e.Reason, e.State)
+	st := string(e.State)
+	if st == "" {
+		st = "changed"
+	}
+	return fmt.Sprintf("attempt of task instance %d is not current (%s; state %s)", e.TIID, e.Reason, st)
 }
 
 // Store wraps two pgx pools. It is safe for concurrent use.
