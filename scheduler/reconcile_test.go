@@ -50,7 +50,7 @@ func TestReconcileCountsWhatTheTickMissed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Started)
 	assert.Equal(t, 1, res.Queued)
-	assert.Equal(t, 2.0, repaired(), "the start and the queueing the tick never saw")
+	assert.Equal(t, 3.0, repaired(), "the start, the scheduling and the queueing the tick never saw")
 	var state string
 	require.NoError(t, raw.QueryRow(ctx, `SELECT state FROM task_instances WHERE run_id = $1`, lost.ID).Scan(&state))
 	assert.Equal(t, "queued", state)
