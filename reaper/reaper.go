@@ -301,39 +301,34 @@ func (r *Reapers) batch(ctx context.Context, epoch int64, plans []plan, idx []in
 }
 
 func (r *Reapers) applyReaps(ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool) error {
-	in := make([]store.Reap, len(idx))
-	for k, i := range idx {
-		in[k] = *plans[i].reap
-	}
-	got, err := r.cfg.Store.ApplyReaps(ctx, epoch, in)
-	if err != nil {
-		return err
-	}
-	ok := make(map[int64]bool, len(got))
-	for _, g := range got {
-		ok[g.TIID] = true
-	}
-	for _, i := range idx {
-		landed[i] = ok[plans[i].reap.TIID]
-	}
-	return nil
+	return writeBatch(ctx, epoch, plans, idx, landed, func(p plan) store.Reap { return *p.reap },
+		func(c store.Reap) int64 { return c.TIID }, r.cfg.Store.ApplyReaps)
 }
 
 func (r *Reapers) markInactive(ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool) error {
-	in := make([]store.StaleAgent, len(idx))
+	return writeBatch(ctx, epoch, plans, idx, landed, func(p plan) store.StaleAgent { return *p.agent },
+		func(c store.StaleAgent) int64 { return c.AgentID }, r.cfg.Store.MarkAgentsInactive)
+}
+
+// writeBatch writes the candidates pick takes from plans[idx] with one
+// call of write, which returns those that landed, and marks each plan
+// landed or not by the candidate's id.
+func writeBatch[C any](ctx context.Context, epoch int64, plans []plan, idx []int, landed map[int]bool,
+	pick func(plan) C, id func(C) int64, write func(context.Context, int64, []C) ([]C, error)) error {
+	in := make([]C, len(idx))
 	for k, i := range idx {
-		in[k] = *plans[i].agent
+		in[k] = pick(plans[i])
 	}
-	got, err := r.cfg.Store.MarkAgentsInactive(ctx, epoch, in)
+	got, err := write(ctx, epoch, in)
 	if err != nil {
 		return err
 	}
 	ok := make(map[int64]bool, len(got))
 	for _, g := range got {
-		ok[g.AgentID] = true
+		ok[id(g)] = true
 	}
-	for _, i := range idx {
-		landed[i] = ok[plans[i].agent.AgentID]
+	for k, i := range idx {
+		landed[i] = ok[id(in[k])]
 	}
 	return nil
 }
