@@ -29,9 +29,19 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 	if grace := graceNotice("dispatch-lost", now, term, th); grace != "" {
 		return nil, grace, nil
 	}
-	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch)
+	// The uncoverable TIs first, filtered before the LIMIT: a covered
+	// backlog queued ahead of them never hides them. The backlog is listed
+	// only once a page has room left, i.e. on the pass's last page.
+	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch, false)
 	if err != nil {
 		return nil, "", err
+	}
+	if len(stale) < r.cfg.Batch {
+		backlog, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch-len(stale), true)
+		if err != nil {
+			return nil, "", err
+		}
+		stale = append(stale, backlog...)
 	}
 	activeSince := now.Add(-th.AgentLost)
 	plans := make([]plan, 0, len(stale))

@@ -230,11 +230,15 @@ type StaleQueued struct {
 }
 
 // ListStaleQueued lists up to limit queued TIs with queued_at older than
-// now − threshold, with their tag coverage by agents active since
-// now − activeWindow.
-func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, activeWindow time.Duration, limit int) ([]StaleQueued, error) {
+// now − threshold whose tag coverage by agents active since
+// now − activeWindow equals covered, oldest first. The coverage filter is
+// applied before the LIMIT while ti_queued_idx is walked in queued_at
+// order, so an uncoverable TI is listed (covered false) however large the
+// covered backlog queued ahead of it; the walk reads only queued TIs past
+// the threshold, never the history.
+func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, activeWindow time.Duration, limit int, covered bool) ([]StaleQueued, error) {
 	rows, err := s.pool.Query(ctx, `
-		WITH live AS (
+		WITH live AS MATERIALIZED (
 		  SELECT tags FROM agents
 		   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond')
 		SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags,
@@ -246,7 +250,8 @@ func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, a
 		  FROM task_instances t
 		 WHERE t.state = 'queued' AND t.queued_at IS NOT NULL
 		   AND t.queued_at < $1::timestamptz - $2 * interval '1 microsecond'
-		 ORDER BY t.queued_at LIMIT $4`, now, micros(threshold), micros(activeWindow), limit)
+		   AND EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags) = $5
+		 ORDER BY t.queued_at, t.id LIMIT $4`, now, micros(threshold), micros(activeWindow), limit, covered)
 	if err != nil {
 		return nil, fmt.Errorf("list stale queued: %w", err)
 	}
