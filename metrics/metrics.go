@@ -10,9 +10,13 @@ import (
 
 // Decision labels of vigil_scheduler_decisions_total (DESIGN §6, §7).
 const (
-	DecisionAgentLost            = "agent_lost"
-	DecisionAgentLostRequeued    = "agent_lost_requeued"
-	DecisionDispatchLost         = "dispatch_lost"
+	DecisionAgentLost         = "agent_lost"
+	DecisionAgentLostRequeued = "agent_lost_requeued"
+	DecisionDispatchLost      = "dispatch_lost"
+	// DecisionDispatchLostDeferred labels, in `vigil reap --dry-run` only,
+	// a stale queued TI left alone because matching agents are alive but
+	// busy. It is never counted: the backlog is the gauge
+	// vigil_dispatch_backlog_tasks.
 	DecisionDispatchLostDeferred = "dispatch_lost_deferred"
 	DecisionOrphanReaped         = "orphan_reaped"
 	DecisionOrphanFinalized      = "orphan_finalized"
@@ -36,13 +40,25 @@ type Metrics struct {
 	Leader               prometheus.Gauge         // 1 on the leader
 	LeaderEpoch          prometheus.Gauge         // this replica's fencing epoch
 	LeaderChanges        prometheus.Counter       // leadership gained or lost
+	// LeaderFenceBlocked is 1 while the PostgreSQL fence refuses this
+	// replica's won election (or Lite's epoch): a stored token of another
+	// domain, or a revision above the one etcd handed out (an etcd restored
+	// from a backup). Nobody leads until `vigil fence reset`; 0 otherwise.
+	LeaderFenceBlocked prometheus.Gauge
 	FencedWritesRejected prometheus.Counter       // leader writes refused by the fence
 	ReaperDuration       *prometheus.HistogramVec // {reaper}, seconds per sweep
 	TickDuration         prometheus.Histogram     // seconds per scheduler tick
 	LastTick             prometheus.Gauge         // unix seconds of the last finished tick
 	HeartbeatsReceived   prometheus.Counter       // agent heartbeats accepted
-	HTTPRequests         *prometheus.CounterVec   // {route, code}
-	HTTPDuration         *prometheus.HistogramVec // {route}, seconds
+	// DispatchBacklog is the number of queued TIs past the dispatch-lost
+	// threshold that a live agent could run but has no room for, set by
+	// every dispatch-lost pass; DispatchBacklogOldest is the age in
+	// seconds of the oldest of them (0 when there are none). A backlog is
+	// a gauge, not a decision: nothing is decided about it.
+	DispatchBacklog       prometheus.Gauge
+	DispatchBacklogOldest prometheus.Gauge
+	HTTPRequests          *prometheus.CounterVec   // {route, code}
+	HTTPDuration          *prometheus.HistogramVec // {route}, seconds
 }
 
 // New creates and registers every collector on a fresh registry.
@@ -61,6 +77,10 @@ func New() *Metrics {
 		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_leader_changes_total", Help: "Times this replica gained or lost leadership.",
 		}),
+		LeaderFenceBlocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_leader_fence_blocked",
+			Help: "1 while the leader fence refuses this replica's election (see vigil fence show), else 0.",
+		}),
 		FencedWritesRejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_fenced_writes_rejected_total", Help: "Leader-only writes refused by the PostgreSQL fence.",
 		}),
@@ -78,6 +98,13 @@ func New() *Metrics {
 		HeartbeatsReceived: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_heartbeats_received_total", Help: "Agent heartbeats accepted.",
 		}),
+		DispatchBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_dispatch_backlog_tasks",
+			Help: "Queued task instances past the dispatch-lost threshold that a live agent could run but has no room for.",
+		}),
+		DispatchBacklogOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_dispatch_backlog_oldest_seconds", Help: "Age of the oldest task instance in the dispatch backlog.",
+		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_http_requests_total", Help: "API requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -89,8 +116,9 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.FencedWritesRejected,
+		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
+		m.DispatchBacklog, m.DispatchBacklogOldest,
 	)
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -66,4 +67,41 @@ func TestDispatchLostIsNotStarvedByACoveredBacklog(t *testing.T) {
 	require.NoError(t, e.raw.QueryRow(e.ctx,
 		`SELECT count(*) FROM task_instances WHERE dag_id = 'backlog' AND state = 'queued'`).Scan(&queued))
 	assert.Equal(t, 7, queued, "the covered backlog is left alone")
+}
+
+// Item 3 of issue 10: a covered backlog is a gauge, not a decision. Sweep
+// after sweep it is measured again, never counted as a decision and never
+// written to (no event, no fenced transaction per TI).
+func TestDispatchBacklogIsAGaugeNotADecisionPerSweep(t *testing.T) {
+	t.Parallel()
+	e, gpuRun, now := backlogEnv(t, reaper.DefaultBatch, 4)
+	for sweep := 0; sweep < 3; sweep++ {
+		rep := e.sweepAt(now.Add(time.Duration(sweep)*time.Second), e.oldTerm())
+		for _, c := range rep.Candidates {
+			assert.NotEqual(t, "dispatch_lost_deferred", c.Decision, "sweep %d lists only what it reaps", sweep)
+		}
+		assert.Equal(t, 4.0, testutil.ToFloat64(e.metrics.DispatchBacklog), "sweep %d", sweep)
+		assert.InDelta(t, (20*time.Minute - time.Duration(sweep)*time.Second).Seconds(),
+			testutil.ToFloat64(e.metrics.DispatchBacklogOldest), 5, "sweep %d: the oldest backlog TI's age", sweep)
+	}
+	assert.Zero(t, e.decisions("dispatch_lost_deferred"), "a backlog is not a decision")
+	assert.Equal(t, 1.0, e.decisions("dispatch_lost"), "the uncoverable TI is reaped once")
+	assert.Equal(t, state.TIFailed, e.ti(gpuRun, "g").State)
+	var events int
+	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT count(*) FROM events WHERE kind = 'dispatch_lost_deferred'`).Scan(&events))
+	assert.Zero(t, events)
+
+	// A dry run still shows the operator what is left alone, and why.
+	e.clock.Set(now)
+	rep, err := e.reapers.DryRun(e.ctx, e.oldTerm())
+	require.NoError(t, err)
+	deferred := 0
+	for _, c := range rep.Candidates {
+		if c.Decision == "dispatch_lost_deferred" {
+			deferred++
+			assert.Contains(t, c.Message, "a backlog, left alone")
+		}
+	}
+	assert.Equal(t, 4, deferred)
+	assert.Zero(t, e.decisions("dispatch_lost_deferred"))
 }

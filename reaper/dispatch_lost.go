@@ -19,7 +19,10 @@ import (
 // agent (heartbeat within the agent-lost threshold) whose tags cover the
 // TI's required tags. Action: fail with dispatch_lost, naming the missing
 // tags; no retry, since nothing could run it. A backlog (matching agents
-// live but busy) is left alone and counted as dispatch_lost_deferred.
+// live but busy) is left alone: no decision and no event; its size and
+// age are the gauges vigil_dispatch_backlog_tasks and
+// vigil_dispatch_backlog_oldest_seconds, set once per pass, and a dry run
+// lists its TIs as dispatch_lost_deferred.
 //
 // "Active" is judged from agent heartbeats, which an outage of the control
 // plane also stops; so the reaper shares the agent-lost reaper's
@@ -29,19 +32,14 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 	if grace := graceNotice("dispatch-lost", now, term, th); grace != "" {
 		return nil, grace, nil
 	}
-	// The uncoverable TIs first, filtered before the LIMIT: a covered
-	// backlog queued ahead of them never hides them. The backlog is listed
-	// only once a page has room left, i.e. on the pass's last page.
+	// Only the uncoverable TIs, filtered before the LIMIT: a covered
+	// backlog queued ahead of them never hides them.
 	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch, false)
 	if err != nil {
 		return nil, "", err
 	}
-	if len(stale) < r.cfg.Batch {
-		backlog, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch-len(stale), true)
-		if err != nil {
-			return nil, "", err
-		}
-		stale = append(stale, backlog...)
+	if len(stale) < r.cfg.Batch { // the pass's last page: measure the backlog once
+		r.measureBacklog(ctx, now, th)
 	}
 	activeSince := now.Add(-th.AgentLost)
 	plans := make([]plan, 0, len(stale))
@@ -57,13 +55,10 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 		Signal: "queued_at", SignalAt: c.QueuedAt, Age: protocol.Duration(c.Age),
 	}
 	queuedFor := fmt.Sprintf("queued for %s (threshold %s)", c.Age.Round(time.Second), th.DispatchLost)
-	if c.Covered {
+	if c.Covered { // listed by dry runs only; never written or counted
 		cand.Decision = metrics.DecisionDispatchLostDeferred
 		cand.Message = fmt.Sprintf("%s but an active agent offers tags %v: a backlog, left alone", queuedFor, c.RequiredTags)
-		return plan{ReapCandidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
-			_, err := r.cfg.Store.RecordDeferred(ctx, epoch, c, cand.Decision, cand.Message)
-			return err == nil, err
-		}}
+		return plan{ReapCandidate: cand}
 	}
 	cand.Decision = metrics.DecisionDispatchLost
 	switch {
@@ -82,4 +77,35 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 		WhereState: state.TIQueued, WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
 	}
 	return plan{ReapCandidate: cand, reap: &reap}
+}
+
+// measureBacklog sets the backlog gauges from one read; a failed read
+// leaves them as they were and is logged.
+func (r *Reapers) measureBacklog(ctx context.Context, now time.Time, th Thresholds) {
+	n, oldest, err := r.cfg.Store.StaleBacklog(ctx, now, th.DispatchLost, th.AgentLost)
+	if err != nil {
+		r.log.Warn("dispatch backlog gauge not updated", "err", err)
+		return
+	}
+	r.cfg.Metrics.DispatchBacklog.Set(float64(n))
+	age := 0.0
+	if oldest != nil {
+		age = now.Sub(*oldest).Seconds()
+	}
+	r.cfg.Metrics.DispatchBacklogOldest.Set(age)
+}
+
+// dispatchBacklogPlans lists up to limit TIs of the covered backlog as
+// report-only dispatch_lost_deferred candidates, for a dry run.
+func (r *Reapers) dispatchBacklogPlans(ctx context.Context, now time.Time, th Thresholds, limit int) ([]plan, error) {
+	backlog, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, limit, true)
+	if err != nil {
+		return nil, err
+	}
+	activeSince := now.Add(-th.AgentLost)
+	plans := make([]plan, 0, len(backlog))
+	for _, c := range backlog {
+		plans = append(plans, r.dispatchLostPlan(c, th, activeSince))
+	}
+	return plans, nil
 }

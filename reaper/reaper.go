@@ -198,6 +198,12 @@ func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Te
 		if grace != "" {
 			rep.Grace = strings.TrimSpace(rep.Grace + "\n" + grace)
 		}
+		if err == nil && dry && grace == "" && name == ReaperDispatchLost && len(plans) < r.cfg.Batch {
+			// A dry run also shows the backlog a pass leaves alone.
+			var backlog []plan
+			backlog, err = r.dispatchBacklogPlans(ctx, now, th, r.cfg.Batch-len(plans))
+			plans = append(plans, backlog...)
+		}
 		if err != nil {
 			r.cfg.Metrics.Decide(name + metrics.DecisionSuffixListError)
 			r.log.Warn("reaper list query failed; next sweep retries", "reaper", name, "err", err)
@@ -268,7 +274,7 @@ func (r *Reapers) applyAll(ctx context.Context, name string, epoch int64, plans 
 			errs = append(errs, err.Error())
 		}
 		p.Applied = applied
-		if applied && p.Decision != metrics.DecisionDispatchLostDeferred { // a deferred backlog stays listed
+		if applied {
 			moved++
 		}
 	}
@@ -380,11 +386,7 @@ func (r *Reapers) record(ctx context.Context, name string, epoch int64, p plan, 
 		return false
 	}
 	r.cfg.Metrics.Decide(p.Decision)
-	level := slog.LevelInfo
-	if p.Decision == metrics.DecisionDispatchLostDeferred {
-		level = slog.LevelDebug // a backlog is re-counted every sweep; its event is written once
-	}
-	r.log.Log(ctx, level, "scheduler decision", "decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID,
+	r.log.Log(ctx, slog.LevelInfo, "scheduler decision", "decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID,
 		"task_id", p.TaskID, "try_number", p.TryNumber, "agent_id", p.AgentID, "epoch", epoch,
 		"signal", p.Signal, "signal_age_seconds", p.Age.D().Seconds(), "message", p.Message)
 	return true

@@ -265,22 +265,28 @@ func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, a
 	})
 }
 
-// RecordDeferred counts a backlog decision as an event once per queued
-// stint of the TI (not once per sweep), so a long backlog does not flood
-// the run's timeline. It reports whether an event was written.
-func (s *Store) RecordDeferred(ctx context.Context, epoch int64, c StaleQueued, kind, message string) (bool, error) {
-	wrote := false
-	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
-			SELECT $1, $2, $3, $4, $5, $6
-			 WHERE NOT EXISTS (SELECT 1 FROM events
-			                    WHERE run_id = $1 AND ti_id = $2 AND kind = $5 AND created_at >= $7)`,
-			c.RunID, c.TIID, c.TaskID, c.TryNumber, kind, message, c.QueuedAt)
-		wrote = err == nil && tag.RowsAffected() == 1
-		return err
-	})
-	return wrote, err
+// StaleBacklog counts the queued TIs with queued_at older than
+// now − threshold that an agent active since now − activeWindow could run
+// (its tags cover theirs): work waiting for busy agents, which the
+// dispatch-lost reaper leaves alone. It returns the count and the oldest
+// queued_at among them (nil when there are none); a read through
+// ti_queued_idx that writes nothing.
+func (s *Store) StaleBacklog(ctx context.Context, now time.Time, threshold, activeWindow time.Duration) (int, *time.Time, error) {
+	var n int
+	var oldest *time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH live AS MATERIALIZED (
+		  SELECT tags FROM agents
+		   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond')
+		SELECT count(*), min(t.queued_at) FROM task_instances t
+		 WHERE t.state = 'queued' AND t.queued_at IS NOT NULL
+		   AND t.queued_at < $1::timestamptz - $2 * interval '1 microsecond'
+		   AND EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags)`,
+		now, micros(threshold), micros(activeWindow)).Scan(&n, &oldest)
+	if err != nil {
+		return 0, nil, fmt.Errorf("count stale queued backlog: %w", err)
+	}
+	return n, oldest, nil
 }
 
 // OrphanRun is an orphan-run candidate: a running run with no TI in
