@@ -76,6 +76,13 @@ type Config struct {
 	// KillGrace is the delay between SIGTERM and SIGKILL when the agent
 	// kills a process group. Default 10s.
 	KillGrace time.Duration
+	// TaskEnvAllow names the variables of the agent's environment that a
+	// task inherits; an entry ending in "*" is a prefix ("LC_*"). nil
+	// uses DefaultTaskEnvAllow; an empty, non-nil list passes none. A task
+	// also gets its DAG env and the VIGIL_* identity variables (EnvRunID
+	// and the others), and nothing else: entries that would match a
+	// VIGIL_* variable (the agent's configuration and tokens) are refused.
+	TaskEnvAllow []string
 }
 
 // normalize validates c and returns a copy with defaults applied.
@@ -94,6 +101,9 @@ func (c Config) normalize() (Config, error) {
 		return c, err
 	}
 	if err = c.applyCounts(); err != nil {
+		return c, err
+	}
+	if c.TaskEnvAllow, err = normalizeTaskEnvAllow(c.TaskEnvAllow); err != nil {
 		return c, err
 	}
 	if c.Name == "" {

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -15,29 +13,14 @@ import (
 )
 
 // command builds the task's process: its own process group (so kills reach
-// every descendant), the agent's environment plus the task's, then the
-// VIGIL_* identity variables, which the task env cannot override.
+// every descendant) and the environment taskEnv builds: the allowed part
+// of the agent's environment, the task's env, then the VIGIL_* identity
+// variables, which the task env cannot override.
 func (a *Agent) command(t protocol.ClaimedTask, stdout, stderr io.Writer) *exec.Cmd {
 	cmd := exec.Command(t.Command[0], t.Command[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	env := os.Environ()
-	keys := make([]string, 0, len(t.Env))
-	for k := range t.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+t.Env[k])
-	}
-	env = append(env,
-		"VIGIL_RUN_ID="+strconv.FormatInt(t.RunID, 10),
-		"VIGIL_DAG_ID="+t.DAGID,
-		"VIGIL_TASK_ID="+t.TaskID,
-		"VIGIL_TRY_NUMBER="+strconv.Itoa(t.TryNumber),
-		"VIGIL_ATTEMPT_ID="+t.AttemptID,
-		"VIGIL_TI_ID="+strconv.FormatInt(t.TIID, 10),
-	)
-	cmd.Env = env // exec keeps the last value of a duplicated key
+	env := taskEnv(a.cfg.TaskEnvAllow, os.Environ(), t)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A descendant that keeps the pipes open must not hang Wait.
 	cmd.WaitDelay = a.pipeWait

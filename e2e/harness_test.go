@@ -5,9 +5,11 @@
 //
 // Every process is started by the harness and ended by its pid: SIGTERM,
 // a bounded wait, then SIGKILL. Each one also carries a private marker in
-// its environment, which its task processes inherit; once the process has
-// ended, any process still carrying the marker (a task orphaned by a
-// SIGKILL, say) is killed by pid, so no test leaves processes behind.
+// its environment and a private TMPDIR; its task processes inherit the
+// TMPDIR only (tasks get a clean environment, docs/task-environment.md).
+// Once the process has ended, any process still carrying either (a task
+// orphaned despite its supervisor, say) is killed by pid, so no test
+// leaves processes behind.
 package e2e
 
 import (
@@ -25,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +131,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	logPath string
 	marker  string
+	marks   []string      // KEY=VALUE environment entries that identify it and its tasks
 	done    chan struct{} // closed once the process has been waited for
 }
 
@@ -143,6 +147,12 @@ func startProc(t *testing.T, name, logPath string, args, env []string) *proc {
 	p.cmd = exec.Command(vigilBin, args...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Env = append(p.cmd.Env, markerEnv+"="+p.marker)
+	p.marks = []string{markerEnv + "=" + p.marker}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			p.marks = append(p.marks, kv) // tasks inherit TMPDIR, not the marker
+		}
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.Dir = filepath.Dir(logPath)
 	if err := p.cmd.Start(); err != nil {
@@ -239,20 +249,20 @@ func (p *proc) waitExit(t *testing.T, timeout time.Duration) int {
 }
 
 // killStragglers SIGKILLs every process, by pid, that still carries the
-// process's marker: task processes orphaned when their agent died.
+// process's marker or private TMPDIR: task processes orphaned when their
+// agent died.
 func (p *proc) killStragglers(t *testing.T) {
 	t.Helper()
-	for _, pid := range markedPids(p.marker) {
+	for _, pid := range markedPids(p.marks...) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
 			t.Logf("%s: killed leftover process %d", p.name, pid)
 		}
 	}
 }
 
-// markedPids lists the live processes whose environment holds
-// markerEnv=marker.
-func markedPids(marker string) []int {
-	want := []byte(markerEnv + "=" + marker + "\x00")
+// markedPids lists the live processes whose environment holds one of
+// marks (KEY=VALUE entries).
+func markedPids(marks ...string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	self := os.Getpid()
@@ -262,7 +272,9 @@ func markedPids(marker string) []int {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(env, want) {
+		if err != nil || !slices.ContainsFunc(marks, func(m string) bool {
+			return bytes.HasPrefix(env, []byte(m+"\x00")) || bytes.Contains(env, []byte("\x00"+m+"\x00"))
+		}) {
 			continue
 		}
 		pids = append(pids, pid)
@@ -465,7 +477,7 @@ func (l *liteProc) RestartWith(extra ...string) {
 func (p *proc) killHard(t *testing.T) []int {
 	t.Helper()
 	p.kill(t)
-	orphans := markedPids(p.marker)
+	orphans := markedPids(p.marks...)
 	p.killStragglers(t)
 	return orphans
 }

@@ -24,6 +24,7 @@ func newAgentCmd() *cobra.Command {
 		ephemeral bool
 		eventBuf  int
 		logBuf    int
+		envAllow  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -43,7 +44,7 @@ func newAgentCmd() *cobra.Command {
 			a, err := agent.New(agent.Config{
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
 				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log,
-				EventBufferSize: eventBuf, LogBufferSize: logBuf,
+				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
 			})
 			if err != nil {
 				return usageError("%v", err)
@@ -62,6 +63,8 @@ func newAgentCmd() *cobra.Command {
 	f.BoolVar(&ephemeral, "ephemeral", false, "deregister on exit (scaler-managed agents)")
 	f.IntVar(&eventBuf, "event-buffer-size", 5000, "events buffered while the control plane is unreachable (oldest dropped first)")
 	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
+	f.StringSliceVar(&envAllow, "task-env-allow", agent.DefaultTaskEnvAllowList(),
+		"variables of the agent's environment that tasks inherit, comma-separated; NAME* is a prefix; VIGIL_* is refused (docs/task-environment.md)")
 	return cmd
 }
 

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// DefaultTaskEnvAllow is the comma-separated allow-list of the agent's
+// environment variables that a task inherits when Config.TaskEnvAllow is
+// nil (and the default of `vigil agent --task-env-allow`). A name ending in
+// "*" is a prefix: LC_* passes LC_ALL, LC_CTYPE and the other locale
+// variables. These are what a shell command needs to find programs, its
+// home directory, its locale, its temporary directory and its time zone,
+// and what identifies the user it runs as; none of them carries a
+// credential. Everything else in the agent's environment, and in
+// particular its VIGIL_* configuration (VIGIL_TOKEN and any other token),
+// never reaches a task.
+const DefaultTaskEnvAllow = "PATH,HOME,LANG,LC_*,TMPDIR,TZ,USER,LOGNAME,SHELL"
+
+// DefaultTaskEnvAllowList returns DefaultTaskEnvAllow split into names.
+func DefaultTaskEnvAllowList() []string { return strings.Split(DefaultTaskEnvAllow, ",") }
+
+// Task identity variables the agent sets for every task (DESIGN §4). A
+// task's env cannot override them.
+const (
+	EnvRunID     = "VIGIL_RUN_ID"     // the run's id, decimal
+	EnvDAGID     = "VIGIL_DAG_ID"     // the DAG's id
+	EnvTaskID    = "VIGIL_TASK_ID"    // the task's id within the DAG
+	EnvTryNumber = "VIGIL_TRY_NUMBER" // the try this attempt is, from 1
+	EnvAttemptID = "VIGIL_ATTEMPT_ID" // the attempt's UUID
+	EnvTIID      = "VIGIL_TI_ID"      // the task instance's id, decimal
+)
+
+// reservedEnvPrefix is the namespace of Vigil's own configuration, tokens
+// included (every flag reads VIGIL_<FLAG_NAME>). No allow-list entry may
+// reach into it; the task identity variables above are set, not inherited.
+const reservedEnvPrefix = "VIGIL_"
+
+// normalizeTaskEnvAllow validates an allow-list: each entry is a variable
+// name ([A-Za-z_][A-Za-z0-9_]*), optionally followed by "*" to match a
+// prefix of at least one character, outside the VIGIL_ namespace. nil
+// takes DefaultTaskEnvAllow; an empty, non-nil list passes nothing.
+func normalizeTaskEnvAllow(in []string) ([]string, error) {
+	if in == nil {
+		return DefaultTaskEnvAllowList(), nil
+	}
+	out := make([]string, 0, len(in))
+	for i, e := range in {
+		field := fmt.Sprintf("TaskEnvAllow[%d]", i)
+		name := strings.TrimSuffix(e, "*")
+		if !validEnvName(name) {
+			return nil, fieldErr(field, fmt.Sprintf("%q must be a variable name (letters, digits, '_', not starting with a digit), optionally followed by '*' for a prefix", e))
+		}
+		prefix := name != e
+		if strings.HasPrefix(name, reservedEnvPrefix) || prefix && strings.HasPrefix(reservedEnvPrefix, name) {
+			return nil, fieldErr(field, fmt.Sprintf("%q must not match VIGIL_* variables: they hold the agent's configuration and tokens", e))
+		}
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// envAllowed reports whether the variable name passes the allow-list.
+func envAllowed(allow []string, name string) bool {
+	for _, a := range allow {
+		if p, ok := strings.CutSuffix(a, "*"); ok {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		} else if name == a {
+			return true
+		}
+	}
+	return false
+}
+
+// taskEnv builds a task's whole environment: the allowed variables of the
+// agent's environment base, then the task's env (sorted by name), then the
+// identity variables. A later entry wins over an earlier one with the same
+// name, and the result holds each name once, so the DAG's env overrides an
+// inherited PATH and nothing overrides VIGIL_RUN_ID.
+func taskEnv(allow, base []string, t protocol.ClaimedTask) []string {
+	var env []string
+	index := map[string]int{}
+	set := func(k, v string) {
+		if i, ok := index[k]; ok {
+			env[i] = k + "=" + v
+			return
+		}
+		index[k] = len(env)
+		env = append(env, k+"="+v)
+	}
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && k != "" && envAllowed(allow, k) {
+			set(k, v)
+		}
+	}
+	keys := make([]string, 0, len(t.Env))
+	for k := range t.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		set(k, t.Env[k])
+	}
+	set(EnvRunID, strconv.FormatInt(t.RunID, 10))
+	set(EnvDAGID, t.DAGID)
+	set(EnvTaskID, t.TaskID)
+	set(EnvTryNumber, strconv.Itoa(t.TryNumber))
+	set(EnvAttemptID, t.AttemptID)
+	set(EnvTIID, strconv.FormatInt(t.TIID, 10))
+	return env
+}
