@@ -137,23 +137,25 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 }
 
 // acceptLate records a success that arrived after a reaper gave up on the
-// same attempt. Dependents already marked upstream_failed because of it
-// are returned to 'none' (the scheduler re-derives them on its next
-// tick), and the run row is touched so a finalizer that read the old
-// state cannot finalize over it.
+// same attempt. Exactly the dependents marked upstream_failed because of
+// it are returned to 'none' (reopenDependentsTx; the scheduler re-derives
+// them on its next tick), and the run row is touched so a finalizer that
+// read the old state cannot finalize over it. The caller holds the run
+// row lock.
 func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) error {
 	msg := fmt.Sprintf("success of try %d accepted after %s (state was %s)", a.tryNumber, a.reason, a.state)
 	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", "late_completion_accepted", msg); err != nil {
 		return err
 	}
 	if a.state == state.TIFailed {
-		if _, err := tx.Exec(ctx, `
-			UPDATE task_instances SET state = 'none', reason = NULL, message = NULL, end_date = NULL, updated_at = now()
-			 WHERE run_id = $1 AND state = 'upstream_failed'`, a.runID); err != nil {
+		if _, err := reopenDependentsTx(ctx, tx, a); err != nil {
 			return err
 		}
 	}
 	_, err := tx.Exec(ctx, `UPDATE runs SET updated_at = now() WHERE id = $1`, a.runID)
+	if err == nil && s.lateHook != nil {
+		s.lateHook(ctx)
+	}
 	return err
 }
 

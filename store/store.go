@@ -70,6 +70,10 @@ type Store struct {
 	leaderTimeouts LeaderTimeouts
 	holdMarker     string // test hook: see EnvTestHookHoldLeaderTx
 	url            string
+
+	// lateHook, tests only: runs inside acceptLate's transaction after its
+	// writes, before the commit (nil in production).
+	lateHook func(ctx context.Context)
 }
 
 // Open connects to databaseURL (a postgres:// URL or DSN) with the zero

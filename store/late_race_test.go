@@ -1,0 +1,199 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
+)
+
+// lateRace is a run of a -> b (plus z, which keeps the run alive) whose a
+// the agent-lost reaper failed while its agent was cut off: b is still
+// 'none' and the run is marked dirty, so the next scheduler pass would
+// mark b upstream_failed, while the agent's success for a is on its way.
+type lateRace struct {
+	ctx     context.Context
+	st      *store.Store
+	raw     *pgxpool.Pool
+	runID   int64
+	agentID int64
+	a       store.Attempt
+}
+
+func newLateRace(t *testing.T) *lateRace {
+	t.Helper()
+	ctx := context.Background()
+	url := storetest.DB(t)
+	st, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	raw, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(raw.Close)
+	require.NoError(t, st.AcquireFence(ctx, 1, "test"))
+	spec, err := dag.Parse([]byte("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n" +
+		"  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n  - id: z\n    command: [\"true\"]\n"))
+	require.NoError(t, err)
+	_, err = st.ApplyDAG(ctx, spec)
+	require.NoError(t, err)
+	run, err := st.TriggerRun(ctx, "chain")
+	require.NoError(t, err)
+	r := &lateRace{ctx: ctx, st: st, raw: raw, runID: run.ID}
+	r.drain(t)
+	r.agentID, _, _, err = st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 1})
+	require.NoError(t, err)
+	tasks, err := st.Claim(ctx, r.agentID, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	require.Equal(t, "a", tasks[0].TaskID)
+	r.a = tasks[0].Attempt
+	_, _, err = st.Heartbeat(ctx, r.agentID, []store.HeartbeatEntry{{Attempt: r.a, Started: true}})
+	require.NoError(t, err)
+	ti := r.ti(t, "a")
+	landed, err := st.ApplyReap(ctx, 1, store.Reap{
+		TIID: ti.ID, RunID: r.runID, TaskID: "a", TryNumber: ti.TryNumber, AttemptID: r.a.AttemptID, AgentID: ti.AgentID,
+		State: state.TIFailed, Reason: state.ReasonAgentLost, Message: "agent silent", EventKind: "agent_lost",
+		WhereState: state.TIRunning, WhereStamp: *ti.LastHeartbeatAt, StampColumn: store.StampHeartbeat,
+	})
+	require.NoError(t, err)
+	require.True(t, landed)
+	require.Equal(t, state.TINone, r.ti(t, "b").State, "no pass has resolved b yet")
+	return r
+}
+
+// drain runs scheduler passes until no run is dirty.
+func (r *lateRace) drain(t *testing.T) {
+	t.Helper()
+	for {
+		res, err := r.st.ScheduleDirty(r.ctx, 1, 100)
+		require.NoError(t, err)
+		if res.Runs == 0 {
+			return
+		}
+	}
+}
+
+func (r *lateRace) ti(t *testing.T, taskID string) store.TaskInstance {
+	t.Helper()
+	d, err := r.st.GetRun(r.ctx, r.runID)
+	require.NoError(t, err)
+	for _, ti := range d.TaskInstances {
+		if ti.TaskID == taskID {
+			return ti
+		}
+	}
+	t.Fatalf("no task %s", taskID)
+	return store.TaskInstance{}
+}
+
+func (r *lateRace) events(t *testing.T, kind, taskID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, r.raw.QueryRow(r.ctx, `SELECT count(*) FROM events WHERE run_id = $1 AND kind = $2 AND task_id = $3`,
+		r.runID, kind, taskID).Scan(&n))
+	return n
+}
+
+// waitBlocked returns once a session of this test's database waits for a
+// lock: the other side of the interleaving is parked behind the run row.
+func (r *lateRace) waitBlocked(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		require.NoError(t, r.raw.QueryRow(r.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		if n > 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("the second transaction never waited for the run lock")
+}
+
+func (r *lateRace) completeLate() <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		st, late, err := r.st.Complete(r.ctx, r.agentID, store.Completion{Attempt: r.a, Outcome: store.OutcomeSuccess})
+		if err == nil && (!late || st != state.TISuccess) {
+			err = assert.AnError
+		}
+		done <- err
+	}()
+	return done
+}
+
+// Item 8 of issue 10: a dependency-resolution pass and a late success of
+// the upstream serialise on the run row, which both lock first (FOR NO
+// KEY UPDATE), in either order. The interleavings are explicit: one side
+// holds its transaction open until the other is seen waiting for the lock.
+func TestLateSuccessSerialisesWithDependencyResolution(t *testing.T) {
+	t.Parallel()
+
+	t.Run("pass first: the late success reopens what the pass marked", func(t *testing.T) {
+		t.Parallel()
+		r := newLateRace(t)
+		tx, err := r.raw.Begin(r.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(r.ctx) }()
+		res, err := store.ScheduleRunsForTest(r.ctx, tx, []int64{r.runID})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.UpstreamFailed, "the open pass marked b upstream_failed")
+
+		done := r.completeLate()
+		r.waitBlocked(t)
+		select {
+		case err := <-done:
+			t.Fatalf("the late success committed while the pass held the run: %v", err)
+		default:
+		}
+		require.NoError(t, tx.Commit(r.ctx))
+		require.NoError(t, <-done)
+
+		assert.Equal(t, state.TISuccess, r.ti(t, "a").State)
+		assert.Equal(t, state.TINone, r.ti(t, "b").State, "b was reopened after the pass committed")
+		assert.Equal(t, 1, r.events(t, store.EventTIReopened, "b"))
+		r.drain(t)
+		assert.Equal(t, state.TIQueued, r.ti(t, "b").State)
+	})
+
+	t.Run("late first: the pass sees the success and never fails b", func(t *testing.T) {
+		t.Parallel()
+		r := newLateRace(t)
+		holding, release := make(chan struct{}), make(chan struct{})
+		store.SetLateHookForTest(r.st, func(context.Context) {
+			close(holding)
+			<-release
+		})
+		done := r.completeLate()
+		<-holding // the late success is written, uncommitted, holding the run row
+
+		tick := make(chan error, 1)
+		go func() {
+			_, err := r.st.ScheduleDirty(r.ctx, 1, 100)
+			tick <- err
+		}()
+		r.waitBlocked(t)
+		select {
+		case err := <-tick:
+			t.Fatalf("the pass finished while the late success held the run: %v", err)
+		default:
+		}
+		close(release)
+		require.NoError(t, <-done)
+		require.NoError(t, <-tick)
+
+		assert.Equal(t, state.TISuccess, r.ti(t, "a").State)
+		assert.Equal(t, state.TIQueued, r.ti(t, "b").State, "the pass resolved b against the committed success")
+		assert.Zero(t, r.events(t, "ti_upstream_failed", "b"), "b was never marked upstream_failed")
+		assert.Zero(t, r.events(t, store.EventTIReopened, "b"))
+	})
+}
