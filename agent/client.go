@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
@@ -34,10 +35,28 @@ func (e *APIError) Error() string {
 // maxErrorBody bounds how much of an error reply is read.
 const maxErrorBody = 64 << 10
 
-// client posts JSON to one base URL at a time with a bearer token.
+// client posts JSON to one base URL at a time with a bearer token and,
+// once registered, the agent's own credential.
 type client struct {
 	http  *http.Client
 	token string
+
+	credMu     sync.Mutex
+	credential string // from the last register reply; "" before the first
+}
+
+// setCredential stores the credential of a register reply. It lives in
+// memory only: it proves a reconnect of this process is the same agent.
+func (c *client) setCredential(cred string) {
+	c.credMu.Lock()
+	c.credential = cred
+	c.credMu.Unlock()
+}
+
+func (c *client) getCredential() string {
+	c.credMu.Lock()
+	defer c.credMu.Unlock()
+	return c.credential
 }
 
 // post sends in as JSON to base+path and decodes a 2xx reply into out (nil:
@@ -58,6 +77,9 @@ func (c *client) post(ctx context.Context, op, url string, timeout time.Duration
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if cred := c.getCredential(); cred != "" {
+		req.Header.Set(protocol.HeaderAgentCredential, cred)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -109,11 +131,16 @@ func isTransient(err error) bool {
 	return ae.Status >= 500 || ae.Status == http.StatusRequestTimeout || ae.Status == http.StatusTooManyRequests
 }
 
-// isAgentGone reports a 404 not_found: the server forgot this agent, which
-// must register again.
+// isAgentGone reports a 404 not_found (the server forgot this agent) or a
+// 403 agent_credential (its name was taken over by a restarted process
+// after it fell silent): either way it must register again.
 func isAgentGone(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code == protocol.CodeNotFound
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return (ae.Status == http.StatusNotFound && ae.Code == protocol.CodeNotFound) ||
+		(ae.Status == http.StatusForbidden && ae.Code == protocol.CodeAgentCredential)
 }
 
 // needsReconnect reports whether err should take the link down: an outage,

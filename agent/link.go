@@ -223,6 +223,7 @@ func (a *Agent) registerAndReplay(ctx context.Context, idx int) error {
 	if err := a.cl.post(ctx, "register", base+"/v1/agents/register", a.reqTimeout, req, &resp); err != nil {
 		return err
 	}
+	a.cl.setCredential(resp.Credential)
 	a.setInterval(resp.HeartbeatInterval.D())
 	a.mu.Lock()
 	a.st.gen++

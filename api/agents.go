@@ -73,16 +73,22 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
-	id, stops, now, err := s.cfg.Store.RegisterAgent(r.Context(), fromRegister(req))
+	reg := fromRegister(req)
+	// A name is held while its registration heartbeats: another one may
+	// take it only once the holder would be reaped as lost.
+	reg.Credential = r.Header.Get(protocol.HeaderAgentCredential)
+	reg.StaleAfter = s.cfg.Control.Thresholds().AgentLost
+	out, err := s.cfg.Store.Register(r.Context(), reg)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("agent registered", "agent_id", id, "name", req.Name, "tags", req.Tags,
-		"capacity", req.Capacity, "in_flight", len(req.InFlight), "terminate", len(stops))
+	s.log.Info("agent registered", "agent_id", out.AgentID, "name", req.Name, "tags", req.Tags,
+		"capacity", req.Capacity, "in_flight", len(req.InFlight), "terminate", len(out.Stops),
+		"reconnect", reg.Credential != "" && reg.Credential == out.Credential)
 	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
-		AgentID: id, HeartbeatInterval: protocol.Duration(s.cfg.HeartbeatInterval),
-		Terminate: toStopOrders(stops), ServerTime: now,
+		AgentID: out.AgentID, Credential: out.Credential, HeartbeatInterval: protocol.Duration(s.cfg.HeartbeatInterval),
+		Terminate: toStopOrders(out.Stops), ServerTime: out.Now,
 	})
 }
 
@@ -240,7 +246,8 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// deregister ends an ephemeral agent (KiCI scaler-managed agents): it can
+// deregister ends an ephemeral agent (KiCI scaler-managed agents), asked
+// by the agent itself (its credential) or by an operator: it can
 // never come back, so its claimed-but-never-started TIs are requeued at
 // once (dispatch_attempts+1) and its started ones fail with agent_lost
 // (retries apply), without waiting out the agent-lost threshold.

@@ -105,12 +105,14 @@ tasks:
 
 	var resp protocol.RegisterResponse
 	unknown := protocol.Attempt{TIID: 999999, AttemptID: "7b0a3c1e-9f0e-4c43-8f5e-9a0d3c6b1e2f"}
-	code, e := h.call("POST", "/v1/agents/register", agentToken, protocol.RegisterRequest{
+	// The reconnecting agent proves it is the same one with its credential.
+	code, e := h.callCred("POST", "/v1/agents/register", agentToken, h.credential(agentID), protocol.RegisterRequest{
 		Name: "roamer", Capacity: 2,
 		InFlight: []protocol.Attempt{kept.Attempt, byTask["kept"].Attempt, byTask["cancelled"].Attempt, unknown},
 	}, &resp)
 	require.Equal(t, 200, code, e.Message)
 	assert.Equal(t, agentID, resp.AgentID, "same name, same agent id")
+	assert.Equal(t, h.credential(agentID), resp.Credential, "a reconnect keeps the credential")
 	reasons := map[int64]string{}
 	for _, s := range resp.Terminate {
 		reasons[s.TIID] = s.Reason

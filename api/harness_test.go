@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +44,10 @@ type harness struct {
 	metrics *metrics.Metrics
 	srv     *httptest.Server
 	log     *slog.Logger
+	dbURL   string // the harness's private database, for tests that age rows
+
+	credMu sync.Mutex
+	creds  map[int64]string // agent id → the credential its registration returned
 }
 
 type harnessOpts struct {
@@ -85,7 +92,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		lis.Close()
 		st.Close()
 	})
-	return &harness{t: t, store: st, metrics: m, srv: hs, log: log}
+	return &harness{t: t, store: st, metrics: m, srv: hs, log: log, dbURL: url, creds: map[int64]string{}}
 }
 
 type testWriter struct{ t *testing.T }
@@ -95,9 +102,33 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// agentPath matches the endpoints that act for one agent.
+var agentPath = regexp.MustCompile(`^/v1/agents/(\d+)/`)
+
 // call sends a JSON request with token and decodes a 2xx body into out.
-// It returns the status code and the error body for non-2xx replies.
+// It returns the status code and the error body for non-2xx replies. With
+// the agent token, a request under /v1/agents/{id}/ carries the credential
+// h.register got for that agent, as the agent itself would send it.
 func (h *harness) call(method, path, token string, body, out any) (int, protocol.ErrorDetail) {
+	h.t.Helper()
+	cred := ""
+	if m := agentPath.FindStringSubmatch(path); m != nil && token == agentToken {
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		cred = h.credential(id)
+	}
+	return h.callCred(method, path, token, cred, body, out)
+}
+
+// credential returns the credential h.register got for agentID, "" if none.
+func (h *harness) credential(agentID int64) string {
+	h.credMu.Lock()
+	defer h.credMu.Unlock()
+	return h.creds[agentID]
+}
+
+// callCred is call with an explicit Vigil-Agent-Credential header ("":
+// none).
+func (h *harness) callCred(method, path, token, cred string, body, out any) (int, protocol.ErrorDetail) {
 	h.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -109,6 +140,9 @@ func (h *harness) call(method, path, token string, body, out any) (int, protocol
 	require.NoError(h.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if cred != "" {
+		req.Header.Set(protocol.HeaderAgentCredential, cred)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(h.t, err)
@@ -148,6 +182,10 @@ func (h *harness) register(name string, tags []string, capacity int) int64 {
 	code, e := h.call("POST", "/v1/agents/register", agentToken,
 		protocol.RegisterRequest{Name: name, Tags: tags, Capacity: capacity}, &resp)
 	require.Equal(h.t, 200, code, e.Message)
+	require.NotEmpty(h.t, resp.Credential, "register returns the agent's credential")
+	h.credMu.Lock()
+	h.creds[resp.AgentID] = resp.Credential
+	h.credMu.Unlock()
 	return resp.AgentID
 }
 

@@ -343,6 +343,9 @@ func TestAuthRejections(t *testing.T) {
 func TestBadInputNamesTheField(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noScheduler: true})
+	// Agent endpoints check the credential first: the bodies below are
+	// sent as a registered agent, so only the body is at fault.
+	a := fmt.Sprintf("/v1/agents/%d", h.register("bad-input", nil, 1))
 	cases := []struct {
 		path, token string
 		body        any
@@ -350,10 +353,10 @@ func TestBadInputNamesTheField(t *testing.T) {
 	}{
 		{"/v1/agents/register", agentToken, protocol.RegisterRequest{Name: "x", Capacity: 0}, "capacity"},
 		{"/v1/agents/register", agentToken, protocol.RegisterRequest{Capacity: 1}, "name"},
-		{"/v1/agents/1/complete", agentToken, protocol.CompleteRequest{Attempt: protocol.Attempt{TIID: 1, AttemptID: "nope"}, Outcome: "success"}, "attempt_id"},
-		{"/v1/agents/1/complete", agentToken, map[string]any{"ti_id": 1, "attempt_id": "7b0a3c1e-9f0e-4c43-8f5e-9a0d3c6b1e2f", "outcome": "maybe"}, "outcome"},
-		{"/v1/agents/1/claim", agentToken, map[string]any{"slots": 1, "wait": "5m"}, "wait"},
-		{"/v1/agents/1/claim", agentToken, map[string]any{"slots": 1, "bogus": true}, "bogus"},
+		{a + "/complete", agentToken, protocol.CompleteRequest{Attempt: protocol.Attempt{TIID: 1, AttemptID: "nope"}, Outcome: "success"}, "attempt_id"},
+		{a + "/complete", agentToken, map[string]any{"ti_id": 1, "attempt_id": "7b0a3c1e-9f0e-4c43-8f5e-9a0d3c6b1e2f", "outcome": "maybe"}, "outcome"},
+		{a + "/claim", agentToken, map[string]any{"slots": 1, "wait": "5m"}, "wait"},
+		{a + "/claim", agentToken, map[string]any{"slots": 1, "bogus": true}, "bogus"},
 		{"/v1/agents/abc/claim", agentToken, protocol.ClaimRequest{}, "agent_id"},
 		{"/v1/dags", opToken, protocol.ApplyDAGRequest{YAML: "dag_id: x\ntasks:\n  - id: a\n    command: []\n"}, "command"},
 	}

@@ -5,7 +5,11 @@
 //
 // Authentication is by bearer token: the agent token may only use the agent
 // endpoints, and only for the agent's own attempts; the operator token may
-// use everything else. /metrics and the health endpoints are open.
+// use everything else. An agent endpoint that acts for an agent id
+// (/v1/agents/{agent_id}/...) also needs that agent's own credential, the
+// secret its registration returned, in the Vigil-Agent-Credential header;
+// deregister accepts the operator token instead. /metrics and the health
+// endpoints are open.
 package api
 
 import (
@@ -111,18 +115,28 @@ type role int
 const (
 	roleAgent role = iota + 1
 	roleOperator
+	roleAgentOrOperator // deregister: the agent itself, or an operator
 )
 
 func (s *Server) routes() {
 	agent := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(roleAgent, h)) }
 	op := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(roleOperator, h)) }
 
+	// self: the agent in the path, proven by its credential.
+	self := func(pattern string, h http.HandlerFunc) { agent(pattern, s.agentSelf(h)) }
+
 	agent("POST /v1/agents/register", s.register)
-	agent("POST /v1/agents/{agent_id}/claim", s.claim)
-	agent("POST /v1/agents/{agent_id}/heartbeat", s.heartbeat)
-	agent("POST /v1/agents/{agent_id}/complete", s.complete)
-	agent("POST /v1/agents/{agent_id}/logs", s.logs)
-	agent("POST /v1/agents/{agent_id}/deregister", s.deregister)
+	self("POST /v1/agents/{agent_id}/claim", s.claim)
+	self("POST /v1/agents/{agent_id}/heartbeat", s.heartbeat)
+	self("POST /v1/agents/{agent_id}/complete", s.complete)
+	self("POST /v1/agents/{agent_id}/logs", s.logs)
+	s.mux.Handle("POST /v1/agents/{agent_id}/deregister", s.auth(roleAgentOrOperator, func(w http.ResponseWriter, r *http.Request) {
+		if s.isOperator(r) {
+			s.deregister(w, r)
+			return
+		}
+		s.agentSelf(s.deregister)(w, r)
+	}))
 
 	op("GET /v1/agents", s.listAgents)
 	op("GET /v1/dags", s.listDAGs)
@@ -170,6 +184,43 @@ func (s *Server) auth(want role, next http.HandlerFunc) http.Handler {
 			next(w, r)
 		}
 	})
+}
+
+// isOperator reports whether r carries the operator token.
+func (s *Server) isOperator(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.OperatorToken)) == 1
+}
+
+// agentSelf admits a request under /v1/agents/{agent_id}/ only when its
+// Vigil-Agent-Credential header holds that agent's own credential: 400 for
+// a malformed id, 404 for an unknown agent (it must register again), 403
+// agent_credential for a missing or foreign credential.
+func (s *Server) agentSelf(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		agentID, ok := pathID(w, r, "agent_id")
+		if !ok {
+			return
+		}
+		cred := r.Header.Get(protocol.HeaderAgentCredential)
+		if cred == "" {
+			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
+				"header %s: required for agent %d: send the credential its register reply returned", protocol.HeaderAgentCredential, agentID))
+			return
+		}
+		err := s.cfg.Store.CheckAgentCredential(r.Context(), agentID, cred)
+		switch {
+		case errors.Is(err, store.ErrForbidden):
+			s.log.Warn("agent credential rejected", "agent_id", agentID, "route", r.Pattern, "remote", r.RemoteAddr)
+			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
+				"header %s: not the credential of agent %d: an agent may act only for itself, and must register again if its name was taken over",
+				protocol.HeaderAgentCredential, agentID))
+		case err != nil:
+			s.writeStoreError(w, r, err)
+		default:
+			next(w, r)
+		}
+	}
 }
 
 // statusRecorder captures the status code for metrics.
@@ -245,12 +296,15 @@ func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 }
 
 // writeStoreError maps store errors to HTTP: not found 404, forbidden 403,
-// conflict / stale attempt 409, anything else 500 (logged).
+// conflict / stale attempt / name in use 409, anything else 500 (logged).
 func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	var stale *store.StaleAttemptError
+	var inUse *store.NameInUseError
 	switch {
 	case errors.As(err, &stale):
 		writeError(w, http.StatusConflict, protocol.CodeStaleAttempt, err.Error())
+	case errors.As(err, &inUse):
+		writeError(w, http.StatusConflict, protocol.CodeNameInUse, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, err.Error())
 	case errors.Is(err, store.ErrForbidden):

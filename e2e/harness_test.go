@@ -623,8 +623,14 @@ func metricsText(t *testing.T, lite *liteProc) string {
 	return string(body)
 }
 
+// agentCreds remembers the credential each register reply returned, by
+// server URL and agent id, so agentPost acts as that agent afterwards.
+var agentCreds sync.Map // "url|id" → string
+
 // agentPost POSTs body as JSON to lite's agent API with the agent token
-// and decodes a 2xx reply into out (nil: the reply is discarded).
+// and decodes a 2xx reply into out (nil: the reply is discarded). A
+// request under /v1/agents/{id}/ carries the credential that agent's
+// register reply (decoded by agentPost) returned.
 func agentPost(t *testing.T, lite *liteProc, path string, body, out any) {
 	t.Helper()
 	b, err := json.Marshal(body)
@@ -633,6 +639,12 @@ func agentPost(t *testing.T, lite *liteProc, path string, body, out any) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+agentToken)
 	req.Header.Set("Content-Type", "application/json")
+	var id int64
+	if _, err := fmt.Sscanf(path, "/v1/agents/%d/", &id); err == nil {
+		if cred, ok := agentCreds.Load(fmt.Sprintf("%s|%d", lite.URL, id)); ok {
+			req.Header.Set(protocol.HeaderAgentCredential, cred.(string))
+		}
+	}
 	client := &http.Client{Timeout: httpTimeout + 30*time.Second}
 	resp, err := client.Do(req)
 	require.NoError(t, err)
@@ -642,6 +654,9 @@ func agentPost(t *testing.T, lite *liteProc, path string, body, out any) {
 	require.True(t, resp.StatusCode >= 200 && resp.StatusCode < 300, "POST %s: %s: %s", path, resp.Status, reply)
 	if out != nil {
 		require.NoError(t, json.Unmarshal(reply, out), "POST %s: decode %s", path, reply)
+	}
+	if reg, ok := out.(*protocol.RegisterResponse); ok {
+		agentCreds.Store(fmt.Sprintf("%s|%d", lite.URL, reg.AgentID), reg.Credential)
 	}
 }
 

@@ -46,14 +46,22 @@ type StopOrder struct {
 	Reason StopReason
 }
 
-// Registration is what an agent registers with (RegisterAgent): its
-// unique name, the tags it offers, how many TIs it runs at once (≥ 1),
-// and the attempts it is still running after a reconnect.
+// Registration is what an agent registers with (Register): its unique
+// name, the tags it offers, how many TIs it runs at once (≥ 1), and the
+// attempts it is still running after a reconnect.
 type Registration struct {
 	Name     string
 	Tags     []string
 	Capacity int
 	InFlight []Attempt
+	// Credential is the secret an earlier registration of this agent
+	// returned, when the agent has one (a reconnect within one process);
+	// empty for a new process.
+	Credential string
+	// StaleAfter is how long a registration must have been silent before
+	// another one without its credential may take the name: the agent-lost
+	// threshold. 0: any registration may take any name (store tests).
+	StaleAfter time.Duration
 }
 
 // HeartbeatEntry reports one attempt an agent runs; Started is true once

@@ -68,6 +68,15 @@ type StopOrder struct {
 	Reason string `json:"reason"`
 }
 
+// HeaderAgentCredential carries an agent's own credential, next to the
+// shared agent token in "Authorization: Bearer". Every request under
+// /v1/agents/{agent_id}/ must carry the credential that agent's
+// registration returned (deregister also accepts the operator token
+// alone); a register request carries it when the agent has one, to prove
+// it is the same agent reconnecting. docs/configuration.md, "Agent
+// credentials".
+const HeaderAgentCredential = "Vigil-Agent-Credential"
+
 // RegisterRequest is the body of POST /v1/agents/register. InFlight lists
 // the attempts the agent is still running (reconnect after an outage).
 type RegisterRequest struct {
@@ -77,10 +86,14 @@ type RegisterRequest struct {
 	InFlight []Attempt `json:"in_flight"`
 }
 
-// RegisterResponse carries the agent's id, the heartbeat interval it must
-// keep, and the in-flight attempts it must terminate.
+// RegisterResponse carries the agent's id, its credential, the heartbeat
+// interval it must keep, and the in-flight attempts it must terminate.
+// Credential is a secret bound to AgentID: the agent sends it in the
+// HeaderAgentCredential header of every later request, and keeps it in
+// memory only (a restarted process registers anew).
 type RegisterResponse struct {
 	AgentID           int64       `json:"agent_id"`
+	Credential        string      `json:"credential"`
 	HeartbeatInterval Duration    `json:"heartbeat_interval"`
 	Terminate         []StopOrder `json:"terminate"`
 	ServerTime        time.Time   `json:"server_time"`
@@ -195,6 +208,12 @@ const (
 	CodeNotFound     = "not_found"
 	CodeStaleAttempt = "stale_attempt"
 	CodeConflict     = "conflict"
-	CodeUnavailable  = "unavailable"
-	CodeInternal     = "internal"
+	// CodeNameInUse: a register for a name another live agent holds (409).
+	CodeNameInUse = "name_in_use"
+	// CodeAgentCredential: the HeaderAgentCredential header is missing or
+	// is not the credential of the agent in the path (403). An agent that
+	// gets it must register again.
+	CodeAgentCredential = "agent_credential"
+	CodeUnavailable     = "unavailable"
+	CodeInternal        = "internal"
 )

@@ -332,7 +332,11 @@ func startLocalAgents(ctx context.Context, o *liteOpts, server, token string, lo
 	host, _ := os.Hostname()
 	for i := 1; i <= o.agents; i++ {
 		a, err := agent.New(agent.Config{
-			Servers: []string{server}, Token: token, Name: fmt.Sprintf("%s-lite-%d", host, i),
+			// The pid makes the names this process's own: a restarted
+			// Lite must not need the credentials of its predecessor's
+			// agents, whose registrations stay live for one agent-lost
+			// threshold (a name held by a live agent is refused).
+			Servers: []string{server}, Token: token, Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
 			Tags: o.agentTags, Capacity: o.agentCapacity, DrainTimeout: o.drainTimeout,
 			Logger: log.With("agent", i),
 		})

@@ -1,0 +1,4 @@
+-- reserved: filled in by its owner
+SELECT 1;
+---- create above / drop below ----
+SELECT 1;
