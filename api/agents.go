@@ -11,6 +11,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -205,9 +206,15 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if late {
-		s.cfg.Metrics.Decide(metrics.DecisionLateCompletion)
-		s.log.Info("scheduler decision", "decision", metrics.DecisionLateCompletion, "ti_id", req.TIID,
-			"attempt_id", req.AttemptID, "agent_id", agentID)
+		// A late success accepted while the run was live made the TI
+		// success; one whose run had ended left it as it was, recorded.
+		decision := metrics.DecisionLateCompletion
+		if newState != state.TISuccess {
+			decision = metrics.DecisionLateCompletionRecorded
+		}
+		s.cfg.Metrics.Decide(decision)
+		s.log.Info("scheduler decision", "decision", decision, "ti_id", req.TIID,
+			"attempt_id", req.AttemptID, "agent_id", agentID, "state", newState)
 	}
 	s.log.Info("task instance completed", "agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID,
 		"outcome", req.Outcome, "exit_code", req.ExitCode, "state", newState)

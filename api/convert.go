@@ -131,7 +131,15 @@ func toTaskInstance(t store.TaskInstance) protocol.TaskInstance {
 		Reason: string(t.Reason), Message: t.Message, TryNumber: t.TryNumber, MaxTries: t.MaxTries,
 		DispatchAttempts: t.DispatchAttempts, AttemptID: t.AttemptID, AgentID: t.AgentID, ExitCode: t.ExitCode,
 		QueuedAt: t.QueuedAt, ClaimedAt: t.ClaimedAt, StartedAt: t.StartedAt, LastHeartbeatAt: t.LastHeartbeatAt,
-		EndDate: t.EndDate, NextRetryAt: t.NextRetryAt}
+		EndDate: t.EndDate, NextRetryAt: t.NextRetryAt, Late: toLateOutcome(t.Late)}
+}
+
+func toLateOutcome(l *store.LateOutcome) *protocol.LateOutcome {
+	if l == nil {
+		return nil
+	}
+	return &protocol.LateOutcome{Outcome: string(l.Outcome), TryNumber: l.TryNumber, AttemptID: l.AttemptID,
+		Time: l.Time, Accepted: l.Accepted, Message: l.Message}
 }
 
 func toRunDetail(d store.RunDetail) protocol.RunDetail {

@@ -32,6 +32,14 @@ const (
 	DecisionSuffixCandidateError = "_error"
 )
 
+// Decision labels added by issue 10.
+const (
+	// DecisionLateCompletionRecorded counts late successes that arrived
+	// after their run had ended: recorded on the TI's attempt history,
+	// changing nothing (adr/0014-late-success-after-run-end.md).
+	DecisionLateCompletionRecorded = "late_completion_recorded"
+)
+
 // Metrics holds every collector, registered on Registry together with the
 // Go runtime and process collectors.
 type Metrics struct {

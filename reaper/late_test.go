@@ -97,3 +97,60 @@ func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 	assert.Equal(t, state.TINone, e.ti(runID, "c").State, "c waits for b")
 	assert.Equal(t, map[string]int{"b": 1, "c": 1, "d": 1, "y": 1}, upstreamFailedEvents(), "no duplicate upstream_failed events")
 }
+
+// Item 9 of issue 10: with retries: 0 the run ends on the tick right after
+// the reap. The agent's success arriving after that is not refused and
+// lost: it is recorded on the TI's attempt history (an event, and
+// TaskInstance.Late in GetRun), once, and the run's outcome stands
+// (adr/0014-late-success-after-run-end.md).
+func TestLateSuccessAfterRunEndIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n    retries: 0\n")
+	runID := e.trigger("one")
+	agent := e.register("w", nil, 1)
+	tasks := e.claim(agent, 1)
+	require.Len(t, tasks, 1)
+	e.started(agent, tasks...)
+	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
+	e.schedule()
+	require.Equal(t, state.RunFailed, e.run(runID).State, "the run ended right after the reap")
+	require.Equal(t, state.ReasonAgentLost, e.ti(runID, "a").Reason)
+
+	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	require.NoError(t, err, "a completion for the current attempt is never refused")
+	assert.True(t, late)
+	assert.Equal(t, state.TIFailed, got, "the TI keeps the state the run ended with")
+
+	// A replay (the agent retrying after a lost reply) records nothing more.
+	got, late, err = e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	require.NoError(t, err)
+	assert.False(t, late, "already recorded")
+	assert.Equal(t, state.TIFailed, got)
+
+	d := e.run(runID)
+	assert.Equal(t, state.RunFailed, d.State, "the run's outcome stands")
+	a := e.ti(runID, "a")
+	assert.Equal(t, state.TIFailed, a.State)
+	require.NotNil(t, a.Late, "runs show carries the late outcome")
+	assert.False(t, a.Late.Accepted)
+	assert.Equal(t, store.OutcomeSuccess, a.Late.Outcome)
+	assert.Equal(t, 1, a.Late.TryNumber)
+	assert.Equal(t, tasks[0].AttemptID, a.Late.AttemptID)
+	assert.Contains(t, a.Late.Message, "after the run ended failed")
+	n := 0
+	for _, k := range e.eventKinds(runID) {
+		if k == store.EventLateRecorded {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "runs events shows it once")
+
+	// A late failure agrees with the reaper and is still refused.
+	exit := 1
+	_, _, err = e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeFailed, ExitCode: &exit})
+	var stale *store.StaleAttemptError
+	require.ErrorAs(t, err, &stale)
+	assert.Equal(t, store.StopReaped, stale.Reason)
+}

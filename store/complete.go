@@ -55,7 +55,12 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 // a completion for the current attempt is never lost (DESIGN §6;
 // Leoflow #1124).
 //
-// late reports such an accepted late completion.
+// late reports such an accepted late completion, with newState success.
+// Once the run has ended, such a success changes nothing: it is recorded
+// on the TI's attempt history (a late_completion_recorded event; see
+// TaskInstance.Late) and Complete returns the TI's unchanged state with
+// late true the first time, false for a replay of it
+// (adr/0014-late-success-after-run-end.md).
 //
 // Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
 // another agent), *StaleAttemptError (not the current attempt).
@@ -124,6 +129,11 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
 		}
 		if !lateEligible(a, req.Outcome) {
+			if lateAfterRunEnd(a, req.Outcome) {
+				newState = a.state
+				late, err = recordLateTx(ctx, tx, a, req)
+				return err
+			}
 			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason),
 				State: a.state}
 		}
@@ -144,7 +154,7 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 // row lock.
 func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) error {
 	msg := fmt.Sprintf("success of try %d accepted after %s (state was %s)", a.tryNumber, a.reason, a.state)
-	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", "late_completion_accepted", msg); err != nil {
+	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", EventLateAccepted, msg); err != nil {
 		return err
 	}
 	if a.state == state.TIFailed {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,4 +100,93 @@ func reopenDependentsTx(ctx context.Context, tx pgx.Tx, a tiAttempt) (int, error
 		INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
 		SELECT run_id, id, task_id, try_number, $2, $3 FROM u`, ids, EventTIReopened, msg)
 	return int(tag.RowsAffected()), err
+}
+
+// Event kinds of late completions.
+const (
+	// EventLateAccepted: a late success moved its TI to success while the
+	// run was live.
+	EventLateAccepted = "late_completion_accepted"
+	// EventLateRecorded: a late success arrived after its run had ended;
+	// it is recorded and changes nothing.
+	EventLateRecorded = "late_completion_recorded"
+)
+
+// LateOutcome is a success an agent reported for an attempt after a
+// reaper (agent-lost or dispatch-lost) had given up on it, as the TI's
+// attempt history holds it. Only successes are late outcomes: a reaped
+// attempt's late failure agrees with the reaper and is refused 409.
+type LateOutcome struct {
+	Outcome   Outcome   // always OutcomeSuccess
+	TryNumber int       // the try the attempt ran
+	AttemptID string    // the attempt it completed
+	Time      time.Time // when the control plane received it
+	// Accepted is true when it overturned the reaper (the run was live and
+	// the TI became success), false when the run had already ended and it
+	// was only recorded.
+	Accepted bool
+	Message  string // the event's text
+}
+
+// lateAfterRunEnd reports whether a completion would have been accepted
+// late (lateEligible) but for its run having ended.
+func lateAfterRunEnd(a tiAttempt, outcome Outcome) bool {
+	if outcome != OutcomeSuccess || !a.runState.Terminal() {
+		return false
+	}
+	if a.reason != state.ReasonAgentLost && a.reason != state.ReasonDispatchLost {
+		return false
+	}
+	return state.Allowed(a.state, state.TISuccess, state.ActorLateComplete)
+}
+
+// recordLateTx records a late success whose run has ended, without
+// changing the TI or the run: one late_completion_recorded event on the
+// attempt. The caller holds the TI row lock, so a replay of the same
+// completion finds the event and writes nothing; it reports whether this
+// call wrote it.
+func recordLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) (bool, error) {
+	msg := fmt.Sprintf("success of try %d arrived after the run ended %s; recorded only: the task instance stays %s (%s) and the run's outcome stands",
+		a.tryNumber, a.runState, a.state, a.reason)
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		SELECT $1, $2, $3, $4, $5::uuid, $6, $7, $8
+		 WHERE NOT EXISTS (SELECT 1 FROM events
+		                    WHERE run_id = $1 AND ti_id = $2 AND attempt_id = $5::uuid AND kind = $7)`,
+		a.runID, a.tiID, a.taskID, a.tryNumber, req.AttemptID, a.agentID, EventLateRecorded, msg)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// attachLate fills TaskInstance.Late for the TIs of run runID from the
+// run's late-completion events (one read of the run's events).
+func (s *Store) attachLate(ctx context.Context, runID int64, tis []TaskInstance) error {
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT ON (ti_id) ti_id, kind, coalesce(try_number, 0), coalesce(attempt_id::text, ''), created_at, message
+		  FROM events WHERE run_id = $1 AND kind IN ($2, $3) AND ti_id IS NOT NULL
+		 ORDER BY ti_id, id DESC`, runID, EventLateAccepted, EventLateRecorded)
+	if err != nil {
+		return err
+	}
+	late := map[int64]*LateOutcome{}
+	for rows.Next() {
+		var tiID int64
+		var kind string
+		l := LateOutcome{Outcome: OutcomeSuccess}
+		if err := rows.Scan(&tiID, &kind, &l.TryNumber, &l.AttemptID, &l.Time, &l.Message); err != nil {
+			rows.Close()
+			return err
+		}
+		l.Accepted = kind == EventLateAccepted
+		late[tiID] = &l
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i := range tis {
+		tis[i].Late = late[tis[i].ID]
+	}
+	return nil
 }

@@ -151,6 +151,9 @@ func (s *Store) GetRun(ctx context.Context, id int64) (RunDetail, error) {
 	if err != nil {
 		return RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
 	}
+	if err := s.attachLate(ctx, id, tis); err != nil {
+		return RunDetail{}, fmt.Errorf("get run %d: %w", id, err)
+	}
 	return RunDetail{Run: run, TaskInstances: tis}, nil
 }
 

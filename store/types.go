@@ -184,6 +184,10 @@ type TaskInstance struct {
 	LastHeartbeatAt  *time.Time
 	EndDate          *time.Time
 	NextRetryAt      *time.Time
+	// Late is the last completion for one of this TI's attempts that
+	// arrived after a reaper had given up on that attempt (GetRun only;
+	// nil when none did).
+	Late *LateOutcome
 }
 
 // RunDetail is a run with its task instances in declaration order

@@ -59,6 +59,22 @@ type TaskInstance struct {
 	LastHeartbeatAt  *time.Time `json:"last_heartbeat_at,omitempty"`
 	EndDate          *time.Time `json:"end_date,omitempty"`
 	NextRetryAt      *time.Time `json:"next_retry_at,omitempty"`
+	// Late is the last success an agent reported for one of this TI's
+	// attempts after a reaper had given up on it; absent when none did.
+	Late *LateOutcome `json:"late,omitempty"`
+}
+
+// LateOutcome is a completion that arrived after a reaper gave up on its
+// attempt (docs/scheduler-resilience.md, "A completion is never lost").
+// Accepted is true when it made the TI success (the run was live), false
+// when the run had already ended and it was only recorded.
+type LateOutcome struct {
+	Outcome   string    `json:"outcome"` // success
+	TryNumber int       `json:"try_number"`
+	AttemptID string    `json:"attempt_id,omitempty"`
+	Time      time.Time `json:"time"`
+	Accepted  bool      `json:"accepted"`
+	Message   string    `json:"message"`
 }
 
 // RunDetail is GET /v1/runs/{id}: the run and its task instances.

@@ -316,9 +316,22 @@ func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time) error {
 			start = ti.ClaimedAt
 		}
 		tableRow(tw, ti.TaskID, ti.State, fmt.Sprintf("%d/%d", ti.TryNumber, ti.MaxTries), fmtOptInt(ti.AgentID),
-			elapsed(start, ti.EndDate, now), tableCell(ti.Reason), tableCell(ti.Message))
+			elapsed(start, ti.EndDate, now), tableCell(ti.Reason), tableCell(ti.Message+lateNote(ti.Late)))
 	}
 	return tw.Flush()
+}
+
+// lateNote is the MESSAGE cell's suffix for a TI with a late outcome: a
+// success that arrived after a reaper had given up on its attempt.
+func lateNote(l *protocol.LateOutcome) string {
+	switch {
+	case l == nil:
+		return ""
+	case l.Accepted:
+		return fmt.Sprintf(" [late %s of try %d accepted at %s]", l.Outcome, l.TryNumber, fmtTime(l.Time))
+	default:
+		return fmt.Sprintf(" [late %s of try %d recorded at %s, after the run ended]", l.Outcome, l.TryNumber, fmtTime(l.Time))
+	}
 }
 
 func newRunsEventsCmd(o *clientOpts) *cobra.Command {
