@@ -18,6 +18,12 @@ type HealthReport struct {
 	LastTick   *time.Time           `json:"last_tick,omitempty"`
 	Interval   string               `json:"tick_interval,omitempty"`
 	Thresholds *protocol.Thresholds `json:"thresholds,omitempty"`
+	// LeaderFenceBlocked is true while the leader fence refuses this
+	// replica's candidacy (leader.Status.FenceBlocked; the reason is in
+	// Error and leader.fence_blocked_reason): the report is then
+	// "unhealthy" with 503, because nobody can lead until an operator runs
+	// `vigil fence reset`.
+	LeaderFenceBlocked bool `json:"leader_fence_blocked,omitempty"`
 }
 
 // healthz is liveness: the process serves HTTP.
@@ -41,7 +47,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // monitorHealth returns 200 with the report, or 503 when the scheduler's
-// Heartbeat() is unhealthy.
+// Heartbeat() is unhealthy or the leader fence blocks this replica.
 func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
 	rep := HealthReport{Status: "ok", Database: "ok"}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -63,6 +69,13 @@ func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
 	rep.Thresholds = &th
 	if err := h.Heartbeat(ctx); err != nil {
 		rep.Status, rep.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
+	}
+	if rep.Leader != nil && rep.Leader.FenceBlocked {
+		rep.LeaderFenceBlocked = true
+		rep.Status, code = "unhealthy", http.StatusServiceUnavailable
+		if rep.Error == "" {
+			rep.Error = rep.Leader.FenceBlockedReason
+		}
 	}
 	writeJSON(w, code, rep)
 }

@@ -114,6 +114,7 @@ type Etcd struct {
 	log    *slog.Logger
 	m      *metrics.Metrics
 	status statusBox
+	block  *fenceBlock // vigil_leader_fence_blocked and Status.FenceBlocked
 
 	// stopCtx is cancelled by Resign; Run's context derives from it.
 	stopCtx    context.Context
@@ -174,6 +175,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		log:    log.With("elector", "etcd", "replica", cfg.Self),
 		m:      cfg.Metrics,
 	}
+	e.block = &fenceBlock{store: cfg.Store, status: &e.status, m: cfg.Metrics, log: e.log}
 	e.stopCtx, e.stopCancel = context.WithCancel(context.Background())
 	e.status.set(func(s *Status) { s.Self = cfg.Self })
 	return e, nil
@@ -371,25 +373,31 @@ func (e *Etcd) candidacy(ctx context.Context, cb Callbacks) error {
 		return fmt.Errorf("verify leadership after campaign: %w", err)
 	}
 
-	term := Term{Epoch: election.Rev(), Holder: e.self}
-	e.log.Debug("etcd election: won; taking the fence", "epoch", term.Epoch)
+	term := Term{Revision: election.Rev(), Holder: e.self}
+	e.log.Debug("etcd election: won; taking the fence", "revision", term.Revision)
 	// An older term's transaction may still hold the fence row (a frozen
 	// leader): takeFence retries lock timeouts while our session lives.
-	if err := takeFence(lctx, e.store, term.Epoch, e.self, e.log); err != nil {
+	token, err := takeFence(lctx, e.store, store.FenceDomainEtcd, term.Revision, e.self, e.log)
+	if err != nil {
 		rerr := e.resign(election)
 		if ctx.Err() != nil {
 			return nil
 		}
 		var fenced *store.FencedError
 		if errors.As(err, &fenced) {
-			// A newer epoch than any this etcd has handed out: etcd was
-			// restored or replaced, or a Lite process or another etcd
-			// cluster fences this database.
-			e.log.Error("etcd election: won the election but the fence already holds a newer epoch; not leading",
-				"our_epoch", fenced.Ours, "fence_epoch", fenced.Current, "fence_holder", fenced.Holder, "resign_err", rerr)
+			// A newer revision than any this etcd has handed out (etcd was
+			// restored or replaced, or another etcd cluster fences this
+			// database), or a Lite fence: blocked until `vigil fence reset`.
+			e.log.Error("etcd election: won the election but the fence refuses it; not leading",
+				"revision", fenced.Revision, "refusal", fenced.Refusal, "fence_epoch", fenced.Current,
+				"fence_holder", fenced.Holder, "resign_err", rerr)
+			if fenced.Fence != nil {
+				e.block.set(ctx, fenced, true)
+			}
 		}
-		return fmt.Errorf("take fence epoch %d: %w", term.Epoch, err)
+		return fmt.Errorf("take fence revision %d: %w", term.Revision, err)
 	}
+	term.Epoch = token
 	return e.lead(ctx, lctx, session, election, term, cb)
 }
 
@@ -574,6 +582,9 @@ func (e *Etcd) setLeading(term Term, leading bool, reason string) {
 			s.Leader = ""
 		}
 	})
+	if leading {
+		e.block.clear("leading")
+	}
 	if e.m != nil {
 		e.m.LeaderChanges.Inc()
 		e.m.LeaderEpoch.Set(float64(term.Epoch))
@@ -584,7 +595,7 @@ func (e *Etcd) setLeading(term Term, leading bool, reason string) {
 		}
 	}
 	if leading {
-		e.log.Info("leading", "epoch", term.Epoch, "ttl", time.Duration(e.ttl)*time.Second)
+		e.log.Info("leading", "epoch", term.Epoch, "revision", term.Revision, "ttl", time.Duration(e.ttl)*time.Second)
 	} else {
 		e.log.Info("stopped leading", "epoch", term.Epoch, "reason", reason)
 	}

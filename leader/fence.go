@@ -17,7 +17,8 @@ const (
 	maxFenceRetry = time.Second
 )
 
-// takeFence moves the fence to epoch for holder (store.AcquireFence),
+// takeFence moves the fence to revision of domain for holder
+// (store.AcquireFenceIn),
 // retrying lock timeouts (store.IsLockTimeout) with a short backoff and a
 // log line per retry until it succeeds or ctx ends. ctx must end when the
 // caller stops holding its election (Pro: the etcd session), so that only
@@ -32,22 +33,26 @@ const (
 // reach PostgreSQL, say) the caller gives up its candidacy as before, so
 // that a replica that can reach the database may lead. Once ctx ended it
 // returns an error wrapping ctx.Err() and the last lock timeout.
-func takeFence(ctx context.Context, st *store.Store, epoch int64, holder string, log *slog.Logger) error {
+//
+// It returns the term's fencing token (store.AcquireFenceIn: the fence's
+// generation and revision of domain).
+func takeFence(ctx context.Context, st *store.Store, domain store.FenceDomain, revision int64, holder string,
+	log *slog.Logger) (int64, error) {
 	backoff := minFenceRetry
 	for attempt := 1; ; attempt++ {
-		err := st.AcquireFence(ctx, epoch, holder)
+		token, err := st.AcquireFenceIn(ctx, domain, revision, holder)
 		if !store.IsLockTimeout(err) {
-			return err
+			return token, err
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("take fence epoch %d: %w (last attempt: %v)", epoch, ctx.Err(), err)
+			return 0, fmt.Errorf("take fence %s revision %d: %w (last attempt: %v)", domain, revision, ctx.Err(), err)
 		}
 		log.Warn("leader fence still locked by an older term's transaction; retrying until PostgreSQL ends it",
-			"epoch", epoch, "attempt", attempt, "backoff", backoff, "err", err,
+			"domain", domain, "revision", revision, "attempt", attempt, "backoff", backoff, "err", err,
 			"idle_timeout", st.LeaderTimeouts().IdleInTransaction)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("take fence epoch %d: %w (last attempt: %v)", epoch, ctx.Err(), err)
+			return 0, fmt.Errorf("take fence %s revision %d: %w (last attempt: %v)", domain, revision, ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, maxFenceRetry)

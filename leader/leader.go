@@ -15,11 +15,15 @@ import (
 )
 
 // Term is one period of leadership. Epoch is the fencing token written to
-// leader_fence (Lite: a sequence value; Pro: the etcd leader key's create
-// revision); Holder names the replica.
+// leader_fence and checked by every leader write: store.FenceToken of the
+// fence's generation and Revision. Revision is the domain's own number
+// (Lite: a sequence value; Pro: the etcd leader key's create revision); in
+// generation 0, the generation before any `vigil fence reset`, Epoch equals
+// Revision. Holder names the replica.
 type Term struct {
-	Epoch  int64
-	Holder string
+	Epoch    int64
+	Revision int64
+	Holder   string
 }
 
 // Callbacks follow client-go's leaderelection shape.
@@ -39,6 +43,17 @@ type Status struct {
 	Epoch   int64  `json:"epoch"`
 	Leader  string `json:"leader"` // replica id of the known leader, "" if none
 	Self    string `json:"self"`
+	// FenceBlocked is true while the PostgreSQL fence refuses this
+	// replica's candidacy: a stored revision above the one etcd handed out
+	// (etcd restored from a backup or replaced), or a fence of the other
+	// domain (Lite and Pro against one database). Nobody can lead until an
+	// operator runs `vigil fence reset`; vigil_leader_fence_blocked is 1 and
+	// GET /monitor/health answers 503 meanwhile. It clears when this
+	// replica leads or the fence row changes (a reset, another leader).
+	FenceBlocked bool `json:"fence_blocked,omitempty"`
+	// FenceBlockedReason says why, naming both sides' generation, domain
+	// and revision; "" when not blocked.
+	FenceBlockedReason string `json:"fence_blocked_reason,omitempty"`
 }
 
 // Elector campaigns for leadership and runs the callbacks for each term.

@@ -22,6 +22,7 @@ type Static struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	status  statusBox
+	block   *fenceBlock
 }
 
 // NewStatic returns a Static elector for replica id self. log and m may be
@@ -31,6 +32,7 @@ func NewStatic(st *store.Store, self string, log *slog.Logger, m *metrics.Metric
 		log = slog.Default()
 	}
 	s := &Static{store: st, self: self, log: log, metrics: m}
+	s.block = &fenceBlock{store: st, status: &s.status, m: m, log: log.With("elector", "static", "replica", self)}
 	s.status.set(func(x *Status) { x.Self = self })
 	return s
 }
@@ -40,11 +42,24 @@ func (s *Static) Status() Status { return s.status.get() }
 
 // Run takes an epoch (retrying while the database is unreachable), leads
 // until ctx ends or the fence rejects a write, and then returns (on ctx)
-// or idles (when fenced). It returns nil when ctx is cancelled.
+// or idles (when fenced by another process). When the fence rejects a
+// write because an operator reset it (`vigil fence reset`: no holder), it
+// takes a new epoch and leads again. It returns nil when ctx is cancelled.
 func (s *Static) Run(ctx context.Context, cb Callbacks) error {
+	for {
+		again, err := s.runTerm(ctx, cb)
+		if !again {
+			return err
+		}
+	}
+}
+
+// runTerm is one term of Run; again reports that the fence was reset and
+// Run should take a new epoch.
+func (s *Static) runTerm(ctx context.Context, cb Callbacks) (again bool, _ error) {
 	term, err := s.acquire(ctx)
 	if err != nil {
-		return nil // ctx cancelled
+		return false, nil // ctx cancelled
 	}
 	s.setLeading(term, true)
 	s.log.Info("leading", "epoch", term.Epoch, "replica", term.Holder, "elector", "static")
@@ -54,33 +69,46 @@ func (s *Static) Run(ctx context.Context, cb Callbacks) error {
 		cb.OnStoppedLeading(term, err)
 	}
 	var fenced *store.FencedError
+	if errors.As(err, &fenced) && fenced.Holder == "" && ctx.Err() == nil {
+		s.log.Warn("the leader fence was reset (vigil fence reset); taking a new epoch",
+			"our_epoch", fenced.Ours, "fence_epoch", fenced.Current)
+		return true, nil
+	}
 	if errors.As(err, &fenced) {
 		s.status.set(func(x *Status) { x.Leader = fenced.Holder })
 		s.log.Error("another Vigil process took over scheduling for this database; this process stopped leading and only serves the API",
 			"our_epoch", fenced.Ours, "fence_epoch", fenced.Current, "new_leader", fenced.Holder)
 		<-ctx.Done()
-		return nil
+		return false, nil
 	}
 	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("static elector: leader work ended: %w", err)
+		return false, fmt.Errorf("static elector: leader work ended: %w", err)
 	}
-	return nil
+	return false, nil
 }
 
 // acquire draws an epoch and takes the fence with it (takeFence retries
 // lock timeouts in place), and on any other failure draws again after a
-// backoff. A fenced acquire means another Lite process drew a later epoch
-// moments ago: that epoch is final, and acquire draws a newer one. It
-// returns an error only when ctx ends.
+// backoff. A fence refused on its revision means another Lite process drew
+// a later epoch moments ago: that epoch is final, and acquire draws a newer
+// one. A fence of the etcd domain (a Pro cluster uses this database)
+// blocks it (Status.FenceBlocked) until an operator resets the fence; it
+// keeps retrying meanwhile. It returns an error only when ctx ends.
 func (s *Static) acquire(ctx context.Context) (Term, error) {
 	backoff := 500 * time.Millisecond
 	log := s.log.With("elector", "static", "replica", s.self)
 	for {
-		epoch, err := s.store.NextLiteEpoch(ctx)
+		rev, err := s.store.NextLiteEpoch(ctx)
 		if err == nil {
-			err = takeFence(ctx, s.store, epoch, s.self, log)
+			var token int64
+			token, err = takeFence(ctx, s.store, store.FenceDomainLite, rev, s.self, log)
 			if err == nil {
-				return Term{Epoch: epoch, Holder: s.self}, nil
+				s.block.clear("took the fence")
+				return Term{Epoch: token, Revision: rev, Holder: s.self}, nil
+			}
+			var fenced *store.FencedError
+			if errors.As(err, &fenced) && fenced.Refusal == store.FenceRefusedDomain && fenced.Fence != nil {
+				s.block.set(ctx, fenced, false)
 			}
 		}
 		if ctx.Err() != nil {

@@ -48,11 +48,6 @@ type Metrics struct {
 	Leader               prometheus.Gauge         // 1 on the leader
 	LeaderEpoch          prometheus.Gauge         // this replica's fencing epoch
 	LeaderChanges        prometheus.Counter       // leadership gained or lost
-	// LeaderFenceBlocked is 1 while the PostgreSQL fence refuses this
-	// replica's won election (or Lite's epoch): a stored token of another
-	// domain, or a revision above the one etcd handed out (an etcd restored
-	// from a backup). Nobody leads until `vigil fence reset`; 0 otherwise.
-	LeaderFenceBlocked prometheus.Gauge
 	FencedWritesRejected prometheus.Counter       // leader writes refused by the fence
 	ReaperDuration       *prometheus.HistogramVec // {reaper}, seconds per sweep
 	TickDuration         prometheus.Histogram     // seconds per scheduler tick
@@ -67,6 +62,12 @@ type Metrics struct {
 	DispatchBacklogOldest prometheus.Gauge
 	HTTPRequests          *prometheus.CounterVec   // {route, code}
 	HTTPDuration          *prometheus.HistogramVec // {route}, seconds
+
+	// LeaderFenceBlocked is 1 while the PostgreSQL fence refuses this
+	// replica's won election (or Lite's epoch): a stored token of another
+	// domain, or a revision above the one etcd handed out (an etcd restored
+	// from a backup). Nobody leads until `vigil fence reset`; 0 otherwise.
+	LeaderFenceBlocked prometheus.Gauge
 }
 
 // New creates and registers every collector on a fresh registry.

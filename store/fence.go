@@ -17,14 +17,28 @@ const FenceName = "scheduler"
 
 // FencedError is returned by LeaderTx when the fence holds another epoch:
 // a newer leader exists and this one must stop leading at once
-// (DESIGN §8, Temporal-style range_id fencing).
+// (DESIGN §8, Temporal-style range_id fencing). AcquireFence and
+// AcquireFenceIn return it when the fence refuses a candidate; then
+// Refusal says why and Fence holds the fence as it was read.
 type FencedError struct {
-	Ours    int64
-	Current int64
+	Ours    int64 // our token (epoch)
+	Current int64 // the fence's token
 	Holder  string
+	// Refusal is set by AcquireFenceIn: FenceRefusedRevision or
+	// FenceRefusedDomain. Empty from LeaderTx and AcquireFence.
+	Refusal string
+	// Domain and Revision are the candidate's, from AcquireFenceIn.
+	Domain   FenceDomain
+	Revision int64
+	// Fence is the fence row that refused the candidate (AcquireFenceIn).
+	Fence *FenceState
 }
 
 func (e *FencedError) Error() string {
+	if e.Refusal != "" && e.Fence != nil {
+		return fmt.Sprintf("leader fence refused %s revision %d: %s (fence: generation %d, domain %s, revision %d, held by %q)",
+			e.Domain, e.Revision, e.Refusal, e.Fence.Generation, e.Fence.Domain.String(), e.Fence.Revision, e.Holder)
+	}
 	return fmt.Sprintf("leader write fenced: our epoch %d, fence epoch %d held by %q", e.Ours, e.Current, e.Holder)
 }
 
@@ -43,8 +57,10 @@ func (s *Store) NextLiteEpoch(ctx context.Context) (int64, error) {
 	return e, err
 }
 
-// AcquireFence sets the fence to epoch for holder if epoch is newer than
-// the stored one (UPDATE ... WHERE epoch < $epoch). It returns a
+// AcquireFence sets the fence to the raw token epoch for holder if epoch
+// is newer than the stored one (UPDATE ... WHERE epoch < $epoch), keeping
+// the fence's generation and domain; the electors use AcquireFenceIn,
+// which names the domain. It is for tests and tools. It returns a
 // *FencedError when the fence already holds an equal or newer epoch:
 // final, this epoch can never lead. It runs on the leader pool, so when an
 // older term's leader transaction still holds the row FOR SHARE it waits
@@ -53,8 +69,8 @@ func (s *Store) NextLiteEpoch(ctx context.Context) (int64, error) {
 // transaction ends at the latest after LeaderTimeouts.IdleInTransaction).
 func (s *Store) AcquireFence(ctx context.Context, epoch int64, holder string) error {
 	tag, err := s.leader.Exec(ctx, `
-		UPDATE leader_fence SET epoch = $2, holder = $3, acquired_at = now()
-		WHERE name = $1 AND epoch < $2`, FenceName, epoch, holder)
+		UPDATE leader_fence SET epoch = $2, revision = $2 - generation * $4, holder = $3, acquired_at = now()
+		WHERE name = $1 AND epoch < $2 AND $2 - generation * $4 < $4`, FenceName, epoch, holder, int64(FenceRevisionLimit))
 	if IsLockTimeout(err) {
 		return fmt.Errorf("acquire fence: an older term's leader transaction still locks it (lock_timeout %s): %w",
 			s.leaderTimeouts.Lock, err)

@@ -84,6 +84,7 @@ func newRootCmd() *cobra.Command {
 		newReapCmd(),
 		newThresholdsCmd(),
 		newMigrateCmd(),
+		newFenceCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/store"
+)
+
+// fenceAuditShown is how many audit entries `vigil fence show` lists.
+const fenceAuditShown = 10
+
+// newFenceCmd is `vigil fence show | reset` (docs/operations.md, "The
+// leader fence"): inspect the leader fence row and its audit trail, or
+// start a new fence generation after an etcd restore or a move between
+// Lite and Pro. It talks to PostgreSQL directly, like `vigil migrate`:
+// the fence must be repairable when no replica can lead.
+func newFenceCmd() *cobra.Command {
+	var url, output string
+	cmd := &cobra.Command{Use: "fence", Short: "Show or reset the leader fence (who may lead; audited)"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&url, "database-url", "", "PostgreSQL URL (required)")
+	pf.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	open := func(cmd *cobra.Command) (*store.Store, error) {
+		if url == "" {
+			return nil, usageError("--database-url: required for vigil fence")
+		}
+		if output != "table" && output != "json" {
+			return nil, usageError("--output: %q must be table or json", output)
+		}
+		st, err := store.Open(cmd.Context(), url)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := st.Migrated(cmd.Context())
+		if err == nil && !ok {
+			err = fmt.Errorf("the database schema is not current: run `vigil migrate up --database-url ...` first")
+		}
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		return st, nil
+	}
+
+	show := &cobra.Command{
+		Use: "show", Short: "Show the fence (generation, domain, revision, holder) and its recent resets", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			f, err := st.FenceState(cmd.Context())
+			if err != nil {
+				return err
+			}
+			audit, err := st.FenceAudit(cmd.Context(), fenceAuditShown)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), struct {
+					Fence  store.FenceState        `json:"fence"`
+					Resets []store.FenceAuditEntry `json:"resets"`
+				}{f, audit})
+			}
+			return printFence(cmd, f, audit)
+		},
+	}
+
+	var reason, actor string
+	var yes bool
+	reset := &cobra.Command{
+		Use:   "reset",
+		Short: "Start a new fence generation so that a candidate of any domain may lead again (audited)",
+		Long: `Start a new fence generation: domain unset, revision 0, no holder. Every
+term of the old generation is fenced out at its next write, and the next
+candidate (a Pro replica with etcd's current revisions, or a Lite process)
+takes the fence. Use it when leadership is blocked by the fence
+(vigil_leader_fence_blocked = 1, /monitor/health "leader_fence_blocked"):
+after etcd was restored from a backup or replaced, or after moving this
+database between Lite and Pro. The reset is recorded with --actor,
+--reason and the fence before it (vigil fence show lists the resets).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageError("--reason: required: say why the fence is reset (it is recorded in the audit)")
+			}
+			if !yes {
+				return usageError("--yes: required: a reset ends the current leader's term and lets any candidate lead; confirm with --yes")
+			}
+			if strings.TrimSpace(actor) == "" {
+				return usageError("--actor: must not be empty")
+			}
+			st, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			before, after, err := st.ResetFence(cmd.Context(), actor, reason)
+			if err != nil {
+				return err
+			}
+			slog.Default().Warn("leader fence reset (audited)", "actor", actor, "reason", reason,
+				"before_generation", before.Generation, "before_domain", before.Domain.String(),
+				"before_revision", before.Revision, "before_holder", before.Holder,
+				"generation", after.Generation)
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), struct {
+					Before store.FenceState `json:"before"`
+					After  store.FenceState `json:"after"`
+					Actor  string           `json:"actor"`
+					Reason string           `json:"reason"`
+				}{before, after, actor, reason})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(),
+				"fence reset by %s: generation %d (domain %s, revision %d, holder %s) -> generation %d; the next candidate of either domain may lead\n",
+				actor, before.Generation, before.Domain, before.Revision, orNone(before.Holder), after.Generation)
+			return nil
+		},
+	}
+	rf := reset.Flags()
+	rf.StringVar(&reason, "reason", "", "why the fence is reset, recorded in the audit (required)")
+	rf.BoolVar(&yes, "yes", false, "confirm the reset (required)")
+	rf.StringVar(&actor, "actor", defaultActor(), "who resets it, recorded in the audit (default user@host)")
+	cmd.AddCommand(show, reset)
+	return cmd
+}
+
+// printFence prints the fence and its resets as tables.
+func printFence(cmd *cobra.Command, f store.FenceState, audit []store.FenceAuditEntry) error {
+	out := cmd.OutOrStdout()
+	tw := newTable(out)
+	tableRow(tw, "GENERATION", "DOMAIN", "REVISION", "EPOCH", "HOLDER", "ACQUIRED")
+	tableRow(tw, fmt.Sprint(f.Generation), f.Domain.String(), fmt.Sprint(f.Revision), fmt.Sprint(f.Epoch),
+		orNone(f.Holder), fmtTimePtr(f.AcquiredAt))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(audit) == 0 {
+		fmt.Fprintln(out, "\nno resets")
+		return nil
+	}
+	fmt.Fprintln(out, "\nresets (newest first):")
+	tw = newTable(out)
+	tableRow(tw, "AT", "ACTOR", "FROM", "TO", "REASON")
+	for _, a := range audit {
+		from := fmt.Sprintf("gen %d %s rev %d %s", a.BeforeGen, a.BeforeDomain, a.BeforeRevision, orNone(a.BeforeHolder))
+		tableRow(tw, fmtTime(a.At), a.Actor, from, fmt.Sprintf("gen %d", a.AfterGeneration), tableCell(a.Reason))
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// defaultActor is user@host of this process, for the audit.
+func defaultActor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	if name == "" {
+		name = "unknown"
+	}
+	if host == "" {
+		return name
+	}
+	return name + "@" + host
+}
