@@ -311,7 +311,8 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 	c := f.waitCompletion(keeper.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
 	regs := f.registrations()
-	assert.ElementsMatch(t, []protocol.Attempt{doomed.Attempt, keeper.Attempt}, regs[1].InFlight)
+	assert.ElementsMatch(t, []protocol.HeartbeatEntry{{Attempt: doomed.Attempt, Started: true}, {Attempt: keeper.Attempt, Started: true}},
+		regs[1].InFlight, "both processes had started, and the re-register says so")
 	_, got := f.completion(doomed.AttemptID)
 	assert.False(t, got, "no completion for a terminated attempt")
 	for _, l := range f.lines(keeper.AttemptID) {

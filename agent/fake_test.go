@@ -134,7 +134,7 @@ func (f *fakeAPI) register(w http.ResponseWriter, r *http.Request) any {
 	resp := protocol.RegisterResponse{AgentID: f.nextAgent, HeartbeatInterval: protocol.Duration(15 * time.Second), ServerTime: time.Now()}
 	for _, at := range req.InFlight {
 		if reason, ok := f.terminate[at.AttemptID]; ok {
-			resp.Terminate = append(resp.Terminate, protocol.StopOrder{Attempt: at, Reason: reason})
+			resp.Terminate = append(resp.Terminate, protocol.StopOrder{Attempt: at.Attempt, Reason: reason})
 			delete(f.terminate, at.AttemptID)
 		}
 	}

@@ -239,17 +239,11 @@ func (a *Agent) registerAndReplay(ctx context.Context, idx int) error {
 }
 
 // inFlight lists the attempts whose outcome the server has not yet heard:
-// running ones and those with a buffered completion (DESIGN §4 register).
-func (a *Agent) inFlight() []protocol.Attempt {
+// running ones and those with a buffered completion (DESIGN §4 register),
+// each with its true started flag, as a heartbeat reports them: a claimed
+// attempt whose process has not started yet must stay requeueable.
+func (a *Agent) inFlight() []protocol.HeartbeatEntry {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]protocol.Attempt, 0, len(a.attempts)+a.events.Len())
-	for _, att := range a.attempts {
-		out = append(out, att.task.Attempt)
-	}
-	pending, _ := a.events.Peek(a.events.Len())
-	for _, pc := range pending {
-		out = append(out, pc.req.Attempt)
-	}
-	return out
+	return a.heartbeatEntriesLocked(true)
 }

@@ -44,7 +44,8 @@ func TestOutageKeepsTaskRunningAndReplays(t *testing.T) {
 			assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
 			regs := f.registrations()
 			require.GreaterOrEqual(t, len(regs), 2)
-			assert.Contains(t, regs[len(regs)-1].InFlight, task.Attempt, "re-register carried the in-flight attempt")
+			assert.Contains(t, regs[len(regs)-1].InFlight, protocol.HeartbeatEntry{Attempt: task.Attempt, Started: true},
+				"re-register carried the in-flight attempt, started")
 
 			var lines []protocol.LogLine
 			require.Eventually(t, func() bool {

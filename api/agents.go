@@ -58,7 +58,7 @@ func validateRegister(req protocol.RegisterRequest) error {
 		return fmt.Errorf("in_flight: more than %d entries", maxEntries)
 	}
 	for i, a := range req.InFlight {
-		if err := validateAttempt(fmt.Sprintf("in_flight[%d]", i), a); err != nil {
+		if err := validateAttempt(fmt.Sprintf("in_flight[%d]", i), a.Attempt); err != nil {
 			return err
 		}
 	}

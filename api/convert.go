@@ -58,7 +58,7 @@ func toStopOrders(stops []store.StopOrder) []protocol.StopOrder {
 
 func fromRegister(req protocol.RegisterRequest) store.Registration {
 	return store.Registration{Name: req.Name, Tags: req.Tags, Capacity: req.Capacity,
-		InFlight: convertSlice(req.InFlight, fromAttempt)}
+		InFlight: fromHeartbeatEntries(req.InFlight)}
 }
 
 func fromHeartbeatEntries(entries []protocol.HeartbeatEntry) []store.HeartbeatEntry {

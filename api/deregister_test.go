@@ -108,7 +108,8 @@ tasks:
 	// The reconnecting agent proves it is the same one with its credential.
 	code, e := h.callCred("POST", "/v1/agents/register", agentToken, h.credential(agentID), protocol.RegisterRequest{
 		Name: "roamer", Capacity: 2,
-		InFlight: []protocol.Attempt{kept.Attempt, byTask["kept"].Attempt, byTask["cancelled"].Attempt, unknown},
+		InFlight: []protocol.HeartbeatEntry{{Attempt: kept.Attempt, Started: true}, {Attempt: byTask["kept"].Attempt},
+			{Attempt: byTask["cancelled"].Attempt}, {Attempt: unknown}},
 	}, &resp)
 	require.Equal(t, 200, code, e.Message)
 	assert.Equal(t, agentID, resp.AgentID, "same name, same agent id")
@@ -124,7 +125,7 @@ tasks:
 	}, reasons, "only the attempts that are no longer current are terminated")
 	ti := h.ti(run2, "kept2")
 	assert.Equal(t, state.TIRunning, ti.State, "the current attempt is kept")
-	assert.NotNil(t, ti.StartedAt, "an in-flight report counts as started")
+	assert.NotNil(t, ti.StartedAt, "an in-flight report with started records the start")
 	assert.NotEqual(t, before, ti.LastHeartbeatAt)
 }
 

@@ -70,7 +70,9 @@ func hashCredential(credential string) []byte {
 // Register registers an agent by name and reconciles the attempts it
 // reports in flight (DESIGN §4 register; KiCI in-flight reporting): the
 // current ones are refreshed like a heartbeat, each with its own Started
-// flag, and the rest are returned as StopOrders.
+// flag (an attempt whose process never started stays unstarted, so a
+// reaper requeues it instead of spending a try), and the rest are returned
+// as StopOrders.
 //
 // Identity: a name maps to one agent id. A registration may take the name
 // when no row holds it (a new id), when it presents the credential of the
@@ -129,11 +131,7 @@ func (s *Store) Register(ctx context.Context, req Registration) (Registered, err
 		}
 		return Registered{}, fmt.Errorf("register agent %q: %w", req.Name, err)
 	}
-	entries := make([]HeartbeatEntry, len(req.InFlight))
-	for i, a := range req.InFlight {
-		entries[i] = HeartbeatEntry{Attempt: a, Started: true}
-	}
-	out.Stops, out.Now, err = s.Heartbeat(ctx, out.AgentID, entries)
+	out.Stops, out.Now, err = s.Heartbeat(ctx, out.AgentID, req.InFlight)
 	if err != nil {
 		return Registered{}, fmt.Errorf("register agent %q: %w", req.Name, err)
 	}

@@ -53,7 +53,9 @@ type Registration struct {
 	Name     string
 	Tags     []string
 	Capacity int
-	InFlight []Attempt
+	// InFlight are the attempts the agent still holds, each with its true
+	// Started flag, as in a heartbeat.
+	InFlight []HeartbeatEntry
 	// Credential is the secret an earlier registration of this agent
 	// returned, when the agent has one (a reconnect within one process);
 	// empty for a new process.

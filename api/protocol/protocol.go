@@ -78,12 +78,15 @@ type StopOrder struct {
 const HeaderAgentCredential = "Vigil-Agent-Credential"
 
 // RegisterRequest is the body of POST /v1/agents/register. InFlight lists
-// the attempts the agent is still running (reconnect after an outage).
+// the attempts the agent is still running (reconnect after an outage) or
+// holds an undelivered completion for, each with its true Started flag: a
+// claimed attempt whose process has not been started yet reports false,
+// so the server can still requeue it without spending a try.
 type RegisterRequest struct {
-	Name     string    `json:"name"`
-	Tags     []string  `json:"tags"`
-	Capacity int       `json:"capacity"`
-	InFlight []Attempt `json:"in_flight"`
+	Name     string           `json:"name"`
+	Tags     []string         `json:"tags"`
+	Capacity int              `json:"capacity"`
+	InFlight []HeartbeatEntry `json:"in_flight"`
 }
 
 // RegisterResponse carries the agent's id, its credential, the heartbeat
