@@ -26,6 +26,7 @@ func newAgentCmd() *cobra.Command {
 		logBuf    int
 		envAllow  []string
 	)
+	var tokenFile *secretFile
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run an agent that claims task instances and runs them as subprocesses",
@@ -34,8 +35,11 @@ func newAgentCmd() *cobra.Command {
 			if len(servers) == 0 {
 				return usageError("--server: at least one control-plane URL is required")
 			}
+			if err := tokenFile.resolve(); err != nil {
+				return err
+			}
 			if token == "" {
-				return usageError("--token: the agent token is required")
+				return usageError("--token or --token-file: the agent token is required")
 			}
 			log, err := newLogger(cmd, os.Stderr)
 			if err != nil {
@@ -54,7 +58,8 @@ func newAgentCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&servers, "server", nil, "control-plane URL(s), comma-separated; the agent fails over between them")
-	f.StringVar(&token, "token", "", "agent bearer token")
+	f.StringVar(&token, "token", "", "agent bearer token (prefer --token-file)")
+	tokenFile = addSecretFile(f, "token", &token)
 	f.StringSliceVar(&tags, "tags", nil, "tags this agent offers, comma-separated")
 	f.IntVar(&capacity, "capacity", 4, "concurrent task instances")
 	f.StringVar(&name, "name", "", "agent name (default hostname-pid)")

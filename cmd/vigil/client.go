@@ -29,6 +29,7 @@ const (
 // clientOpts are the flags shared by the client subcommands.
 type clientOpts struct {
 	server, token, output string
+	tokenFile             *secretFile // --token-file
 }
 
 // addClientFlags adds --server, --token and -o/--output to cmd: as
@@ -41,7 +42,8 @@ func addClientFlags(cmd *cobra.Command) *clientOpts {
 		flags = cmd.PersistentFlags()
 	}
 	flags.StringVar(&o.server, "server", defaultServerURL, "Vigil API URL (env VIGIL_SERVER)")
-	flags.StringVar(&o.token, "token", "", "operator token (env VIGIL_TOKEN; default: the token Lite writes to $VIGIL_DATA_DIR/operator.token, .vigil/operator.token)")
+	flags.StringVar(&o.token, "token", "", "operator token (env VIGIL_TOKEN; prefer --token-file; default: the token Lite writes to $VIGIL_DATA_DIR/operator.token, .vigil/operator.token)")
+	o.tokenFile = addSecretFile(flags, "token", &o.token)
 	flags.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	return o
 }
@@ -80,6 +82,9 @@ func (o *clientOpts) newClient() (*client.Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if err := o.tokenFile.resolve(); err != nil {
+		return nil, err
+	}
 	token := strings.TrimSpace(o.token)
 	if token == "" {
 		var err error
@@ -88,7 +93,7 @@ func (o *clientOpts) newClient() (*client.Client, error) {
 		}
 	}
 	if token == "" {
-		return nil, usageError("--token: required (or set VIGIL_TOKEN; Lite writes one to .vigil/operator.token)")
+		return nil, usageError("--token: required (or --token-file, or VIGIL_TOKEN; Lite writes one to .vigil/operator.token)")
 	}
 	c, err := client.New(o.server, token, nil)
 	if err != nil {

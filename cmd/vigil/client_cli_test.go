@@ -80,7 +80,7 @@ func TestTokenMissing(t *testing.T) {
 	r := runCLI(t, "dags", "list", "--server", f.URL)
 	assert.Equal(t, exitUsage, r.code)
 	require.Error(t, r.err)
-	assert.Equal(t, "--token: required (or set VIGIL_TOKEN; Lite writes one to .vigil/operator.token)", r.err.Error())
+	assert.Equal(t, "--token: required (or --token-file, or VIGIL_TOKEN; Lite writes one to .vigil/operator.token)", r.err.Error())
 	assert.Empty(t, f.requestLog())
 }
 

@@ -48,6 +48,7 @@ type planeOpts struct {
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
+	secretFiles                     []*secretFile        // --agent-token-file, --operator-token-file (secrets.go)
 }
 
 // addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
@@ -57,6 +58,7 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.StringVar(&p.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
 	f.StringVar(&p.agentToken, "agent-token", "", "bearer token for agents"+tokenHelp)
 	f.StringVar(&p.operatorToken, "operator-token", "", "bearer token for operators"+tokenHelp)
+	p.secretFiles = append(p.secretFiles, addSecretFile(f, "agent-token", &p.agentToken), addSecretFile(f, "operator-token", &p.operatorToken))
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
 	p.recovery = addRecoveryFlags(cmd)
@@ -163,6 +165,9 @@ func newLiteCmd() *cobra.Command {
 }
 
 func (o *liteOpts) validate() error {
+	if err := resolveSecrets(o.secretFiles...); err != nil {
+		return err
+	}
 	switch {
 	case o.agents < 0 || o.agents > 64:
 		return usageError("--agents: %d is outside 0..64", o.agents)

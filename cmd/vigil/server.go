@@ -48,17 +48,21 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&o.electionTTL, "election-ttl", leader.DefaultElectionTTL, "etcd session TTL: a dead leader is replaced within about this long (whole seconds)")
 	f.StringVar(&o.replicaID, "replica-id", replicaID(), "this replica's unique id (default hostname-pid)")
 	addPlaneFlags(cmd, &o.planeOpts, " (required)")
+	o.secretFiles = append(o.secretFiles, addSecretFile(f, "etcd-password", &o.etcdPW))
 	return cmd
 }
 
 func (o *serverOpts) validate() error {
+	if err := resolveSecrets(o.secretFiles...); err != nil {
+		return err
+	}
 	switch {
 	case o.databaseURL == "":
 		return usageError("--database-url: required for vigil server")
 	case len(o.etcdEndpoints) == 0:
 		return usageError("--etcd-endpoints: at least one etcd endpoint is required")
 	case o.agentToken == "" || o.operatorToken == "":
-		return usageError("--agent-token and --operator-token: both are required for vigil server")
+		return usageError("--agent-token and --operator-token (or their -file twins): both are required for vigil server")
 	case o.replicaID == "":
 		return usageError("--replica-id: must not be empty")
 	case (o.etcdCert == "") != (o.etcdKey == ""):
