@@ -241,10 +241,10 @@ func TestLeftoverDescendantsAreKilledAfterSuccess(t *testing.T) {
 			system = append(system, l.Line)
 		}
 	}
-	require.Len(t, system, 2, "pipe wait and leftover kill are both noted: %q", system)
-	joined := strings.Join(system, "\n")
-	assert.Contains(t, joined, "descendant still holds stdout/stderr open")
-	assert.Contains(t, joined, "killing the processes it left in group")
+	// The supervisor kills the leftover as soon as the leader exits, so
+	// the pipes close and no output is cut off by the pipe wait.
+	require.Len(t, system, 1, "the leftover kill is noted: %q", system)
+	assert.Contains(t, system[0], "killing the processes it left in group")
 }
 
 func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {

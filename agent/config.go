@@ -83,6 +83,15 @@ type Config struct {
 	// and the others), and nothing else: entries that would match a
 	// VIGIL_* variable (the agent's configuration and tokens) are refused.
 	TaskEnvAllow []string
+	// SupervisorPath is the vigil binary that supervises each task
+	// (`vigil __supervise`, see Supervise): it kills the task's process
+	// group when the agent dies, even by SIGKILL. Default: the running
+	// executable (os.Executable), which is vigil for `vigil agent` and
+	// the in-process agents of `vigil lite`. A program embedding package
+	// agent either sets it to a vigil binary or dispatches
+	// SupervisorCommand to Supervise in its own main, as the agent's
+	// tests do.
+	SupervisorPath string
 }
 
 // normalize validates c and returns a copy with defaults applied.
@@ -105,6 +114,11 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.TaskEnvAllow, err = normalizeTaskEnvAllow(c.TaskEnvAllow); err != nil {
 		return c, err
+	}
+	if c.SupervisorPath == "" {
+		if c.SupervisorPath, err = os.Executable(); err != nil {
+			return c, fieldErr("SupervisorPath", fmt.Sprintf("is empty and the running executable cannot be found: %v", err))
+		}
 	}
 	if c.Name == "" {
 		host, err := os.Hostname()

@@ -58,15 +58,22 @@
 // log lines are those queued for replay, and "dropped" sums what fell out
 // of either ring since the outage began.
 //
-// # Process groups
+// # Process groups and the supervisor
 //
-// Every task runs with Setpgid, so killing it (execution timeout, a stop
-// order from the control plane, the drain deadline) signals the whole group:
-// SIGTERM, then SIGKILL after Config.KillGrace. When the leader exits on its
-// own, whatever it left in its group is killed the same way, so a task
-// cannot leak processes; the outcome is still the leader's exit status.
-// Waiting never hangs on a descendant that keeps stdout open: os/exec's
-// WaitDelay closes the pipes 5 s after the leader exits.
+// Every task runs under a supervisor, `vigil __supervise` (Supervise,
+// Config.SupervisorPath), which starts the command in its own process
+// group and reports its pid and its exact wait status (exit code or
+// signal), or why it could not start, on a status pipe. Killing a task
+// (execution timeout, a stop order from the control plane, the drain
+// deadline) signals the whole group: SIGTERM, then SIGKILL after
+// Config.KillGrace. When the leader exits on its own, the supervisor kills
+// whatever it left in its group the same way, so a task cannot leak
+// processes; the outcome is still the leader's exit status. When the agent
+// dies, even by SIGKILL, the supervisor notices (PR_SET_PDEATHSIG, checked
+// against getppid and polled) and kills the group the same way, so a
+// crashed agent's tasks never run beside their retries. Waiting never
+// hangs on a descendant that keeps stdout open: os/exec's WaitDelay closes
+// the pipes 5 s after the supervisor exits.
 //
 // Zombies count as group members for kill(2). Where PID 1 does not reap
 // orphans (some containers), a killed group can look alive until its grace

@@ -2,29 +2,42 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// command builds the task's process: its own process group (so kills reach
-// every descendant) and the environment taskEnv builds: the allowed part
-// of the agent's environment, the task's env, then the VIGIL_* identity
-// variables, which the task env cannot override.
-func (a *Agent) command(t protocol.ClaimedTask, stdout, stderr io.Writer) *exec.Cmd {
-	cmd := exec.Command(t.Command[0], t.Command[1:]...)
+// command builds the task's process: the supervisor (Supervise) running
+// the task's command in its own process group (so kills reach every
+// descendant, and the group dies with the agent), with the environment
+// taskEnv builds: the allowed part of the agent's environment, the task's
+// env, then the VIGIL_* identity variables, which the task env cannot
+// override. The supervisor gets its own group too, so a terminal's
+// signals to the agent's group do not reach it. statusW is the write end
+// of the status pipe, the supervisor's descriptor 3: the caller closes it
+// once the process has started, and reads statusR with readSupervisor.
+func (a *Agent) command(t protocol.ClaimedTask, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
+	statusR, statusW, err = os.Pipe()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("status pipe for the task supervisor: %w", err)
+	}
+	args := []string{SupervisorCommand, "--parent-pid", strconv.Itoa(os.Getpid()),
+		"--kill-grace", a.cfg.KillGrace.String(), "--"}
+	cmd = exec.Command(a.cfg.SupervisorPath, append(args, t.Command...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	env := taskEnv(a.cfg.TaskEnvAllow, os.Environ(), t)
-	cmd.Env = env
+	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), t)
+	cmd.ExtraFiles = []*os.File{statusW}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A descendant that keeps the pipes open must not hang Wait.
 	cmd.WaitDelay = a.pipeWait
-	return cmd
+	return cmd, statusR, statusW, nil
 }
 
 // mayStart reports whether no kill or stop was requested before the start.

@@ -91,33 +91,67 @@ func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
 	a.complete(ctx, pendingCompletion{req: res.req, pgid: res.pgid, log: att.log})
 }
 
-// execute starts the process, reports the start, waits for the end (or
-// the execution timeout) and classifies the result.
+// execute starts the process under its supervisor, reports the start,
+// waits for the end (or the execution timeout) and classifies the result.
 func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	stdout := newLineSplitter(maxLineBytes, func(l string) { a.addLog(att, protocol.StreamStdout, l) })
 	stderr := newLineSplitter(maxLineBytes, func(l string) { a.addLog(att, protocol.StreamStderr, l) })
 	if len(att.task.Command) == 0 {
 		return a.startFailed(ctx, att, errors.New("empty command"))
 	}
-	cmd := a.command(att.task, stdout, stderr)
+	cmd, statusR, statusW, err := a.command(att.task, stdout, stderr)
+	if err != nil {
+		return a.startFailed(ctx, att, err)
+	}
 	if !att.mayStart() {
+		_, _ = statusR.Close(), statusW.Close()
 		return result{suppress: true, why: "stopped before the process started"}
 	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return a.startFailed(ctx, att, err)
+	err = cmd.Start()
+	_ = statusW.Close() // the supervisor holds the only write end now
+	if err != nil {
+		_ = statusR.Close()
+		return a.startFailed(ctx, att, fmt.Errorf("task supervisor %s: %w", a.cfg.SupervisorPath, err))
 	}
-	pgid := cmd.Process.Pid
+	status := readSupervisor(statusR)
+	first, ok := <-status
+	if !ok || first.kind != statusStarted {
+		waitErr := cmd.Wait()
+		for range status {
+		}
+		stdout.Flush()
+		stderr.Flush()
+		if ok && first.kind == statusStartFailed {
+			return a.startFailed(ctx, att, errors.New(first.text))
+		}
+		return a.startFailed(ctx, att, fmt.Errorf("task supervisor exited before it started the task: %v", waitErr))
+	}
+	pgid := first.n
 	gen := a.markStarted(att, pgid)
-	att.log.Info("started", "pid", pgid)
+	att.log.Info("started", "pid", pgid, "supervisor_pid", cmd.Process.Pid)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); a.heartbeat(ctx, gen) }()
-	waitErr := a.wait(att, cmd)
+	waitErr := a.wait(att, cmd, pgid)
+	var end *syscall.WaitStatus // the leader's, as the supervisor saw it
+	for m := range status {     // closed: the supervisor has exited
+		switch m.kind {
+		case statusExited:
+			ws := syscall.WaitStatus(m.n << 8)
+			end = &ws
+		case statusSignaled:
+			ws := syscall.WaitStatus(m.n & 0x7f)
+			end = &ws
+		case statusLeftover:
+			att.log.Warn("process exited and left processes in its group; the supervisor killed them", "pgid", pgid)
+			a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
+		}
+	}
 	stdout.Flush()
 	stderr.Flush()
 	a.endGroup(att, pgid)
 	<-hbDone // the start is reported before the completion
-	res := a.outcome(att, waitErr)
+	res := a.outcome(att, waitErr, end)
 	res.pgid, res.dur = pgid, time.Since(start)
 	return res
 }
@@ -169,8 +203,9 @@ func (a *Agent) startFailed(ctx context.Context, att *attempt, err error) result
 	}}
 }
 
-// wait waits for the process, enforcing the execution timeout.
-func (a *Agent) wait(att *attempt, cmd *exec.Cmd) error {
+// wait waits for the supervisor, enforcing the execution timeout on the
+// task's process group pgid.
+func (a *Agent) wait(att *attempt, cmd *exec.Cmd, pgid int) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	to := att.task.ExecutionTimeout.D()
@@ -185,19 +220,27 @@ func (a *Agent) wait(att *attempt, cmd *exec.Cmd) error {
 	case <-timer.C:
 	}
 	if a.kill(att, causeTimeout, "") {
-		att.log.Warn("execution timeout exceeded; killing process group", "execution_timeout", to, "pgid", cmd.Process.Pid)
+		att.log.Warn("execution timeout exceeded; killing process group", "execution_timeout", to, "pgid", pgid)
 		a.systemLine(att, fmt.Sprintf("--- execution_timeout %s exceeded: killing process group %d (SIGTERM, SIGKILL after %s) ---",
-			to, cmd.Process.Pid, a.cfg.KillGrace))
+			to, pgid, a.cfg.KillGrace))
 	}
 	return <-done
 }
 
-// outcome maps how the process ended to a completion (DESIGN §4 complete).
-func (a *Agent) outcome(att *attempt, waitErr error) result {
+// outcome maps how the process ended to a completion (DESIGN §4
+// complete). end is the task leader's wait status as its supervisor
+// reported it; nil when the supervisor ended without reporting one, and
+// then waitErr, the supervisor's own end, is all there is.
+func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) result {
 	att.mu.Lock()
 	cause, stopped, reason := att.cause, att.stopped, att.stopReason
 	att.mu.Unlock()
 	req := protocol.CompleteRequest{Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed}
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		att.log.Warn("process exited but a descendant still holds its output open; stopped reading")
+		a.systemLine(att, "--- process exited; a descendant still holds stdout/stderr open, output after this point is not captured ---")
+		waitErr = nil
+	}
 	switch {
 	case stopped:
 		return result{suppress: true, why: "control plane stop order: " + reason}
@@ -206,22 +249,18 @@ func (a *Agent) outcome(att *attempt, waitErr error) result {
 		req.Error = fmt.Sprintf("execution_timeout %s exceeded: process group killed", att.task.ExecutionTimeout.D())
 	case cause == causeDrain:
 		req.Error = fmt.Sprintf("killed: agent shut down and its drain timeout %s expired", a.cfg.DrainTimeout)
-	case waitErr == nil || errors.Is(waitErr, exec.ErrWaitDelay):
-		if waitErr != nil {
-			att.log.Warn("process exited but a descendant still holds its output open; stopped reading")
-			a.systemLine(att, "--- process exited; a descendant still holds stdout/stderr open, output after this point is not captured ---")
-		}
+	case end != nil && end.Signaled():
+		req.Error = "signal: " + end.Signal().String() // as os/exec words it: "signal: killed"
+	case end != nil && end.ExitStatus() == 0:
 		code := 0
 		req.Outcome, req.ExitCode = protocol.OutcomeSuccess, &code
+	case end != nil:
+		code := end.ExitStatus()
+		req.ExitCode, req.Error = &code, fmt.Sprintf("exit status %d", code)
+	case waitErr == nil:
+		req.Error = "task supervisor exited without reporting the task's status"
 	default:
-		req.Error = waitErr.Error() // "exit status 3", "signal: killed"
-		var ee *exec.ExitError
-		if errors.As(waitErr, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-				code := ee.ExitCode()
-				req.ExitCode = &code
-			}
-		}
+		req.Error = "task supervisor: " + waitErr.Error()
 	}
 	return result{req: req}
 }

@@ -22,13 +22,18 @@ import (
 // every 250 ms, ticks every 200 ms.
 const shortThreshold = 3 * time.Second
 
+// killGrace is the --kill-grace of the agents these tests SIGKILL: their
+// tasks must be gone within it (plus 1 s) of the kill.
+const killGrace = 2 * time.Second
+
 var shortRecovery = []string{"--heartbeat-interval", "1s", "--agent-lost-threshold", "3s",
 	"--sweep-interval", "250ms", "--tick-interval", "200ms"}
 
 // TestKilledAgentIsReapedAndRetriedElsewhere SIGKILLs the agent running a
-// task: the agent-lost reaper fails the try (agent_lost) within threshold
-// + sweep of the kill, the retry runs on the other agent and the run
-// succeeds; /metrics counts exactly that one decision.
+// task: its task dies with it (the supervisor kills its group within
+// kill-grace), the agent-lost reaper fails the try (agent_lost) within
+// threshold + sweep of the kill, the retry runs on the other agent and
+// the run succeeds; /metrics counts exactly that one decision.
 func TestKilledAgentIsReapedAndRetriedElsewhere(t *testing.T) {
 	t.Parallel()
 	dags := t.TempDir()
@@ -55,7 +60,7 @@ tasks:
 	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0, Extra: shortRecovery})
 	agents := map[int64]*proc{}
 	for _, name := range []string{"agent-a", "agent-b"} {
-		a := startAgent(t, []string{lite.URL}, agentToken, name, "--capacity", "1")
+		a := startAgent(t, []string{lite.URL}, agentToken, name, "--capacity", "1", "--kill-grace", killGrace.String())
 		agents[agentID(t, a, 30*time.Second)] = a
 	}
 	require.Len(t, agents, 2, "two agents with distinct ids")
@@ -85,10 +90,12 @@ tasks:
 	t.Logf("try 1 runs on %s (agent %d) as pid %d; the other agent is %d", victim.name, firstID, try1Pid, otherID)
 
 	killedAt := time.Now()
-	orphans := victim.killHard(t)
-	t.Logf("SIGKILLed %s; the harness killed its orphaned task processes %v", victim.name, orphans)
-	assert.Contains(t, orphans, try1Pid, "the killed agent's task process was left running, and the harness found it")
-	waitFor(t, 5*time.Second, func() bool { return !pidAlive(try1Pid) }, fmt.Sprintf("orphaned try 1 (pid %d) gone", try1Pid))
+	victim.kill(t)
+	waitFor(t, killGrace+time.Second-time.Since(killedAt), func() bool { return !pidAlive(try1Pid) },
+		fmt.Sprintf("try 1 (pid %d) gone within kill-grace + 1 s of its agent's SIGKILL", try1Pid))
+	t.Logf("SIGKILLed %s; its task (pid %d) was gone %s later", victim.name, try1Pid, time.Since(killedAt).Round(time.Millisecond))
+	assert.Empty(t, leftAfter(victim, killedAt.Add(killGrace+time.Second)),
+		"no process of the killed agent (its task's supervisor included) is left within kill-grace + 1 s")
 
 	var lost *protocol.Event
 	waitFor(t, 15*time.Second, func() bool {

@@ -25,6 +25,7 @@ func newAgentCmd() *cobra.Command {
 		eventBuf  int
 		logBuf    int
 		envAllow  []string
+		killGrace time.Duration
 	)
 	var tokenFile *secretFile
 	cmd := &cobra.Command{
@@ -49,6 +50,7 @@ func newAgentCmd() *cobra.Command {
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
 				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log,
 				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
+				KillGrace: killGrace,
 			})
 			if err != nil {
 				return usageError("%v", err)
@@ -68,6 +70,8 @@ func newAgentCmd() *cobra.Command {
 	f.BoolVar(&ephemeral, "ephemeral", false, "deregister on exit (scaler-managed agents)")
 	f.IntVar(&eventBuf, "event-buffer-size", 5000, "events buffered while the control plane is unreachable (oldest dropped first)")
 	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
+	f.DurationVar(&killGrace, "kill-grace", agent.DefaultKillGrace,
+		"SIGTERM to SIGKILL delay when a task's process group is killed, also when the agent itself dies")
 	f.StringSliceVar(&envAllow, "task-env-allow", agent.DefaultTaskEnvAllowList(),
 		"variables of the agent's environment that tasks inherit, comma-separated; NAME* is a prefix; VIGIL_* is refused (docs/task-environment.md)")
 	return cmd

@@ -86,6 +86,7 @@ func newRootCmd() *cobra.Command {
 		newMigrateCmd(),
 		newFenceCmd(),
 		newVersionCmd(),
+		newSuperviseCmd(),
 	)
 	return root
 }
