@@ -18,12 +18,30 @@ type HealthReport struct {
 	LastTick   *time.Time           `json:"last_tick,omitempty"`
 	Interval   string               `json:"tick_interval,omitempty"`
 	Thresholds *protocol.Thresholds `json:"thresholds,omitempty"`
+	// MassSilenceBrake is the leader's mass-silence brake, once one of its
+	// agent-lost or dispatch-lost passes judged it; absent on followers.
+	// Engaged does not make the report unhealthy: the brake is the
+	// scheduler protecting work, and vigil_mass_silence_brake alerts on it.
+	MassSilenceBrake *MassSilenceBrake `json:"mass_silence_brake,omitempty"`
 	// LeaderFenceBlocked is true while the leader fence refuses this
 	// replica's candidacy (leader.Status.FenceBlocked; the reason is in
 	// Error and leader.fence_blocked_reason): the report is then
 	// "unhealthy" with 503, because nobody can lead until an operator runs
 	// `vigil fence reset`.
 	LeaderFenceBlocked bool `json:"leader_fence_blocked,omitempty"`
+}
+
+// MassSilenceBrake is the mass-silence brake's state in HealthReport
+// (docs/scheduler-resilience.md): while Engaged, agent-lost and
+// dispatch-lost reaping hold because SilentAgents of ActiveAgents went
+// silent within one agent-lost threshold; Since is when it engaged.
+type MassSilenceBrake struct {
+	Engaged      bool       `json:"engaged"`
+	SilentAgents int        `json:"silent_agents"`
+	ActiveAgents int        `json:"active_agents"`
+	Since        *time.Time `json:"since,omitempty"`
+	CheckedAt    time.Time  `json:"checked_at"`
+	Message      string     `json:"message,omitempty"`
 }
 
 // healthz is liveness: the process serves HTTP.
@@ -67,6 +85,13 @@ func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
 	rep.Interval = h.Interval().String()
 	th := toProtocol(h.Thresholds())
 	rep.Thresholds = &th
+	if b := h.MassSilence(); !b.CheckedAt.IsZero() {
+		rep.MassSilenceBrake = &MassSilenceBrake{Engaged: b.Engaged, SilentAgents: b.Silent, ActiveAgents: b.Active,
+			CheckedAt: b.CheckedAt, Message: b.Message}
+		if b.Engaged {
+			rep.MassSilenceBrake.Since = &b.Since
+		}
+	}
 	if err := h.Heartbeat(ctx); err != nil {
 		rep.Status, rep.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
 	}

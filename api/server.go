@@ -51,6 +51,8 @@ type Control interface {
 	RefreshThresholds(ctx context.Context) error
 	SweepNow(ctx context.Context) (protocol.ReapReport, error)
 	DryRun(ctx context.Context) (protocol.ReapReport, error)
+	// MassSilence is the leader's mass-silence brake verdict, for health.
+	MassSilence() reaper.Brake
 }
 
 // Config configures a Server. Store, Metrics and both tokens are required.

@@ -38,6 +38,11 @@ const (
 	// after their run had ended: recorded on the TI's attempt history,
 	// changing nothing (adr/0014-late-success-after-run-end.md).
 	DecisionLateCompletionRecorded = "late_completion_recorded"
+	// DecisionAgentLostHeld and DecisionDispatchLostHeld count agent-lost
+	// and dispatch-lost passes the mass-silence brake held, one per pass
+	// (docs/scheduler-resilience.md, "Mass-silence brake").
+	DecisionAgentLostHeld    = "agent_lost_held"
+	DecisionDispatchLostHeld = "dispatch_lost_held"
 )
 
 // Metrics holds every collector, registered on Registry together with the
@@ -68,6 +73,10 @@ type Metrics struct {
 	// domain, or a revision above the one etcd handed out (an etcd restored
 	// from a backup). Nobody leads until `vigil fence reset`; 0 otherwise.
 	LeaderFenceBlocked prometheus.Gauge
+
+	// MassSilenceBrake is 1 while the leader's mass-silence brake holds
+	// agent-lost and dispatch-lost reaping, else 0.
+	MassSilenceBrake prometheus.Gauge
 }
 
 // New creates and registers every collector on a fresh registry.
@@ -114,6 +123,10 @@ func New() *Metrics {
 		DispatchBacklogOldest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vigil_dispatch_backlog_oldest_seconds", Help: "Age of the oldest task instance in the dispatch backlog.",
 		}),
+		MassSilenceBrake: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_mass_silence_brake",
+			Help: "1 while the mass-silence brake holds agent-lost and dispatch-lost reaping, else 0.",
+		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_http_requests_total", Help: "API requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -127,7 +140,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
-		m.DispatchBacklog, m.DispatchBacklogOldest,
+		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake,
 	)
 	return m
 }

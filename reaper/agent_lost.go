@@ -28,6 +28,10 @@ func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, t
 	if grace := graceNotice("agent-lost", now, term, th); grace != "" {
 		return nil, grace, nil
 	}
+	held, notice, err := r.holdForSilence(ctx, ReaperAgentLost, now, term, th)
+	if err != nil || held {
+		return nil, notice, err
+	}
 	stale, err := r.cfg.Store.ListStaleRunning(ctx, now, th.AgentLost, r.cfg.Batch)
 	if err != nil {
 		return nil, "", err
@@ -36,7 +40,7 @@ func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, t
 	for _, c := range stale {
 		plans = append(plans, r.agentLostPlan(c, th))
 	}
-	return plans, "", nil
+	return plans, notice, nil
 }
 
 func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {

@@ -32,6 +32,10 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 	if grace := graceNotice("dispatch-lost", now, term, th); grace != "" {
 		return nil, grace, nil
 	}
+	held, notice, err := r.holdForSilence(ctx, ReaperDispatchLost, now, term, th)
+	if err != nil || held {
+		return nil, notice, err
+	}
 	// Only the uncoverable TIs, filtered before the LIMIT: a covered
 	// backlog queued ahead of them never hides them.
 	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, th.DispatchLost, th.AgentLost, r.cfg.Batch, false)
@@ -46,7 +50,7 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 	for _, c := range stale {
 		plans = append(plans, r.dispatchLostPlan(c, th, activeSince))
 	}
-	return plans, "", nil
+	return plans, notice, nil
 }
 
 func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSince time.Time) plan {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
@@ -59,6 +60,10 @@ type Term struct {
 	// MaxGap disables the check.
 	CheckedAt time.Time
 	MaxGap    time.Duration
+	// Force marks an operator's forced sweep (vigil reap; dry runs too):
+	// the mass-silence brake does not hold it, and its verdict is not
+	// recorded as the leader's.
+	Force bool
 }
 
 // Config configures the reapers. Store, Metrics and Thresholds are
@@ -70,6 +75,9 @@ type Config struct {
 	Clock      Clock // default DBClock
 	Thresholds func() Thresholds
 	Batch      int // per reaper per sweep; default DefaultBatch
+	// MassSilence configures the mass-silence brake; nil means
+	// DefaultMassSilence(). Errors from its Validate name the flag.
+	MassSilence *MassSilence
 }
 
 // Reapers runs the three reapers. It is stateless between sweeps: a new
@@ -77,6 +85,10 @@ type Config struct {
 type Reapers struct {
 	cfg Config
 	log *slog.Logger
+	ms  MassSilence
+
+	brakeMu sync.Mutex
+	brake   Brake // the mass-silence brake's last verdict, for health
 }
 
 // New validates cfg.
@@ -93,7 +105,14 @@ func New(cfg Config) (*Reapers, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Reapers{cfg: cfg, log: cfg.Logger.With("component", "reaper")}, nil
+	ms := DefaultMassSilence()
+	if cfg.MassSilence != nil {
+		ms = *cfg.MassSilence
+	}
+	if err := ms.Validate(); err != nil {
+		return nil, fmt.Errorf("reaper: %w", err)
+	}
+	return &Reapers{cfg: cfg, log: cfg.Logger.With("component", "reaper"), ms: ms}, nil
 }
 
 // plan is one candidate with the guarded write that would act on it.
@@ -175,6 +194,9 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 		return rep, fmt.Errorf("reaper clock: %w", err)
 	}
 	th := r.cfg.Thresholds()
+	if dry {
+		term.Force = true // a dry run shows what a forced sweep would do
+	}
 	for _, name := range names {
 		start := time.Now()
 		if err := r.pages(ctx, name, now, term, th, dry, &rep); err != nil {
@@ -198,7 +220,8 @@ func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Te
 		if grace != "" {
 			rep.Grace = strings.TrimSpace(rep.Grace + "\n" + grace)
 		}
-		if err == nil && dry && grace == "" && name == ReaperDispatchLost && len(plans) < r.cfg.Batch {
+		if err == nil && dry && name == ReaperDispatchLost && len(plans) < r.cfg.Batch &&
+			graceNotice(name, now, term, th) == "" {
 			// A dry run also shows the backlog a pass leaves alone.
 			var backlog []plan
 			backlog, err = r.dispatchBacklogPlans(ctx, now, th, r.cfg.Batch-len(plans))

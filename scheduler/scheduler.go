@@ -71,6 +71,10 @@ type Config struct {
 	// detector reads; default the database clock on a dedicated connection.
 	Clock     reaper.Clock
 	Retention Retention
+	// MassSilence configures the mass-silence brake on agent-lost and
+	// dispatch-lost reaping; nil means reaper.DefaultMassSilence() (50 %
+	// of at least 3 active agents), a zero Fraction disables it.
+	MassSilence *reaper.MassSilence
 }
 
 // Scheduler runs the leader's services while its replica leads. It is
@@ -114,6 +118,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler"), effective: cfg.Thresholds}
 	r, err := reaper.New(reaper.Config{
 		Store: cfg.Store, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock, Thresholds: s.Thresholds,
+		MassSilence: cfg.MassSilence,
 	})
 	if err != nil {
 		return nil, err
@@ -182,6 +187,7 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 	defer s.setGroup(nil, nil)
 	defer s.setTerm(nil)
 	s.lastTick.Store(time.Now().UnixNano()) // a new term starts fresh for metrics
+	s.reapers.ResetBrake()                  // and judges mass silence afresh
 	clock := s.cfg.Clock
 	if db, ok := clock.(reaper.DBClock); ok {
 		cc := db.Store.ClockConn()
@@ -304,7 +310,9 @@ var ErrNotLeading = errors.New("this replica does not lead")
 
 // SweepNow forces one pass of every reaper on this (leading) replica and
 // returns what they did (vigil reap). Each runs through its own service,
-// so it never overlaps that service's scheduled pass. Errors:
+// so it never overlaps that service's scheduled pass. A forced pass is not
+// held by the mass-silence brake (reaper.Term.Force): it is how an
+// operator reaps past it. Errors:
 // ErrNotLeading on a follower, whose caller should ask the leader instead
 // (store.RequestSweep).
 func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
@@ -323,8 +331,10 @@ func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
 			if t == nil {
 				return ErrNotLeading
 			}
+			forced := *t
+			forced.Force = true
 			var err error
-			rep, err = s.reapers.Pass(ctx, name, *t)
+			rep, err = s.reapers.Pass(ctx, name, forced)
 			return err
 		})
 		if store.IsFenced(err) {
@@ -381,6 +391,17 @@ func (s *Scheduler) Heartbeat(ctx context.Context) error {
 		return fmt.Errorf("maintenance service stuck: %s", strings.Join(stuck, "; "))
 	}
 	return nil
+}
+
+// MassSilence is the mass-silence brake's last verdict on this replica's
+// current term (docs/scheduler-resilience.md): Engaged while agent-lost
+// and dispatch-lost reaping hold. It is the zero reaper.Brake on a
+// follower and before the term's first agent-lost or dispatch-lost pass.
+func (s *Scheduler) MassSilence() reaper.Brake {
+	if !s.leading.Load() {
+		return reaper.Brake{}
+	}
+	return s.reapers.Brake()
 }
 
 // Leading reports whether this replica's scheduler is in a term.

@@ -106,6 +106,9 @@ func (p *planeOpts) validate() error {
 	if err := p.recovery.retention.Validate(); err != nil {
 		return usageError("%v", err)
 	}
+	if err := p.recovery.massSilence.Validate(); err != nil {
+		return usageError("%v", err)
+	}
 	return nil
 }
 
@@ -114,6 +117,7 @@ func (p *planeOpts) validate() error {
 type recoveryOpts struct {
 	agentLost, dispatchLost, orphan, sweepInterval time.Duration
 	retention                                      scheduler.Retention
+	massSilence                                    reaper.MassSilence
 }
 
 // configSection marks flags that live under a section of the YAML config
@@ -128,7 +132,12 @@ func addRecoveryFlags(cmd *cobra.Command) *recoveryOpts {
 	f.DurationVar(&r.dispatchLost, "dispatch-lost-threshold", reaper.DefaultDispatchLost, "queued TI no active agent can take is failed after this long (1s..24h)")
 	f.DurationVar(&r.orphan, "orphan-threshold", reaper.DefaultOrphan, "running run with nothing active is finalized after this long unchanged (1s..24h)")
 	f.DurationVar(&r.sweepInterval, "sweep-interval", scheduler.DefaultSweepInterval, "how often the reapers run (100ms..10m)")
-	for _, name := range []string{"agent-lost-threshold", "dispatch-lost-threshold", "orphan-threshold", "sweep-interval"} {
+	f.Float64Var(&r.massSilence.Fraction, "mass-silence-fraction", reaper.DefaultMassSilenceFraction,
+		"hold agent-lost and dispatch-lost reaping while more than this fraction of active agents went silent within one agent-lost threshold (0 disables; below 1)")
+	f.IntVar(&r.massSilence.MinAgents, "mass-silence-min-agents", reaper.DefaultMassSilenceMinAgents,
+		"the mass-silence brake judges only when at least this many agents were active (≥ 1)")
+	for _, name := range []string{"agent-lost-threshold", "dispatch-lost-threshold", "orphan-threshold", "sweep-interval",
+		"mass-silence-fraction", "mass-silence-min-agents"} {
 		_ = f.SetAnnotation(name, configSection, []string{"recovery"})
 	}
 	f.DurationVar(&r.retention.Runs, "retention-runs", scheduler.DefaultRetentionRuns, "keep terminal runs (with TIs, events, logs) this long; 0 disables (≥ 1h)")
@@ -272,6 +281,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log, Interval: cfg.tickInterval,
 		Thresholds: cfg.recovery.thresholds(), HeartbeatInterval: cfg.heartbeatInterval,
 		SweepInterval: cfg.recovery.sweepInterval, Retention: cfg.recovery.retention,
+		MassSilence: &cfg.recovery.massSilence,
 	})
 	if err != nil {
 		listener.Close()
