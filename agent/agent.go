@@ -48,9 +48,14 @@ type Agent struct {
 	shipInterval time.Duration
 	pipeWait     time.Duration
 
-	hbInterval atomic.Int64 // time.Duration in effect
-	hbMu       sync.Mutex   // serializes heartbeats
-	hbCovered  uint64       // startGen included in the last heartbeat; hbMu and mu
+	hbInterval  atomic.Int64 // time.Duration in effect
+	srvInterval atomic.Int64 // time.Duration the server announced; 0 before the first register
+	hbMu        sync.Mutex   // serializes heartbeats
+	hbCovered   uint64       // startGen included in the last heartbeat; hbMu and mu
+
+	// claimCancel ends the claim long-poll in flight (see claimContext);
+	// guarded by mu.
+	claimCancel context.CancelFunc
 
 	mu       sync.Mutex
 	st       linkState // see link.go
@@ -203,9 +208,21 @@ func (a *Agent) killAll() int {
 func (a *Agent) interval() time.Duration { return time.Duration(a.hbInterval.Load()) }
 
 // setInterval applies the heartbeat interval: Config wins, then the
-// server's value, then the DESIGN §4 default of 15 s.
+// server's value, then the DESIGN §4 default of 15 s. A Config value longer
+// than the server's is lowered to the server's: the server validates its
+// agent-lost threshold against the interval it announces, and a slower
+// agent would be reaped across a failover. The server's value also sets
+// the request timeout (RequestTimeout).
 func (a *Agent) setInterval(server time.Duration) {
+	if server > 0 {
+		a.srvInterval.Store(int64(server))
+	}
 	d := a.cfg.HeartbeatInterval
+	if server > 0 && d > server {
+		a.log.Warn("HeartbeatInterval is longer than the interval the control plane announced; using the control plane's",
+			"configured", d, "announced", server)
+		d = server
+	}
 	if d <= 0 {
 		d = server
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/vigil-sched/vigil/api/protocol"
@@ -27,6 +28,9 @@ func (a *Agent) claimLoop(ctx, taskCtx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, errClaimSuperseded) {
+				continue // the link went down meanwhile: wait for the next one
+			}
 			if needsReconnect(err) {
 				a.linkFailed(c, err)
 			} else {
@@ -46,6 +50,10 @@ func (a *Agent) claimLoop(ctx, taskCtx context.Context) {
 		}
 	}
 }
+
+// errClaimSuperseded marks a claim cancelled because its registration
+// failed while it waited (claimContext): not an error of the claim itself.
+var errClaimSuperseded = errors.New("claim cancelled: the link it was made on went down")
 
 // waitSlots blocks until at least one slot is free and returns how many.
 func (a *Agent) waitSlots(ctx context.Context) (int, bool) {
@@ -68,7 +76,12 @@ func (a *Agent) claim(ctx context.Context, c conn, slots int) ([]protocol.Claime
 	req := protocol.ClaimRequest{Slots: slots, Wait: protocol.Duration(a.cfg.ClaimWait)}
 	var resp protocol.ClaimResponse
 	url := fmt.Sprintf("%s/v1/agents/%d/claim", c.base, c.agentID)
-	if err := a.cl.post(ctx, "claim", url, a.cfg.ClaimWait+a.reqTimeout, req, &resp); err != nil {
+	cctx, cancel := a.claimContext(ctx, c.gen)
+	defer cancel()
+	if err := a.cl.post(cctx, "claim", url, a.cfg.ClaimWait+a.timeout(), req, &resp); err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w: %w", errClaimSuperseded, err)
+		}
 		return nil, err
 	}
 	return resp.Tasks, nil

@@ -76,7 +76,7 @@ func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
 func (a *Agent) postHeartbeat(ctx context.Context, c conn, entries []protocol.HeartbeatEntry) error {
 	var resp protocol.HeartbeatResponse
 	url := fmt.Sprintf("%s/v1/agents/%d/heartbeat", c.base, c.agentID)
-	err := a.cl.post(ctx, "heartbeat", url, a.reqTimeout, protocol.HeartbeatRequest{Entries: entries}, &resp)
+	err := a.cl.post(ctx, "heartbeat", url, a.timeout(), protocol.HeartbeatRequest{Entries: entries}, &resp)
 	if needsReconnect(err) {
 		return err
 	}

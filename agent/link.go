@@ -87,6 +87,7 @@ func (a *Agent) markDownLocked(gen uint64, err error) bool {
 		a.log.Warn("control plane link lost", "server", a.cfg.Servers[a.st.server], "err", err)
 	}
 	a.st.state = stateDown
+	a.cancelClaimLocked() // a long poll on the failed replica must not hold the work back
 	if isTransient(err) {
 		a.st.rotate = true // fail over to the next replica
 		a.startOutageLocked()
@@ -220,7 +221,7 @@ func (a *Agent) registerAndReplay(ctx context.Context, idx int) error {
 		Name: a.cfg.Name, Tags: a.cfg.Tags, Capacity: a.cfg.Capacity, InFlight: a.inFlight(),
 	}
 	var resp protocol.RegisterResponse
-	if err := a.cl.post(ctx, "register", base+"/v1/agents/register", a.reqTimeout, req, &resp); err != nil {
+	if err := a.cl.post(ctx, "register", base+"/v1/agents/register", a.timeout(), req, &resp); err != nil {
 		return err
 	}
 	a.cl.setCredential(resp.Credential)

@@ -72,7 +72,7 @@ func (a *Agent) shipOnce(ctx context.Context, s *shipper) (remaining int, ok boo
 		return 0, false
 	}
 	url := fmt.Sprintf("%s/v1/agents/%d/logs", c.base, c.agentID)
-	err := a.cl.post(ctx, "logs", url, a.reqTimeout, protocol.LogsRequest{Lines: batch}, nil)
+	err := a.cl.post(ctx, "logs", url, a.timeout(), protocol.LogsRequest{Lines: batch}, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false
@@ -106,7 +106,7 @@ func (a *Agent) shipOnce(ctx context.Context, s *shipper) (remaining int, ok boo
 // awaitShipped waits until the log lines below ring index end have been
 // shipped (or dropped), the link is not up, or a request timeout passed.
 func (a *Agent) awaitShipped(ctx context.Context, end uint64) {
-	timer := time.NewTimer(a.reqTimeout)
+	timer := time.NewTimer(a.timeout())
 	defer timer.Stop()
 	for {
 		a.mu.Lock()

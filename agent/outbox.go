@@ -62,7 +62,7 @@ func (a *Agent) bufferCompletionLocked(pc pendingCompletion) {
 func (a *Agent) sendCompletion(ctx context.Context, c conn, pc pendingCompletion, direct bool) error {
 	var resp protocol.CompleteResponse
 	url := fmt.Sprintf("%s/v1/agents/%d/complete", c.base, c.agentID)
-	err := a.cl.post(ctx, "complete", url, a.reqTimeout, pc.req, &resp)
+	err := a.cl.post(ctx, "complete", url, a.timeout(), pc.req, &resp)
 	switch {
 	case err == nil:
 		pc.log.Info("completion delivered", "outcome", pc.req.Outcome, "state", resp.State)
@@ -150,7 +150,7 @@ func (a *Agent) sendMarkers(ctx context.Context, c conn) error {
 			markers[i].Line = text
 		}
 		url := fmt.Sprintf("%s/v1/agents/%d/logs", c.base, c.agentID)
-		err := a.cl.post(ctx, "logs", url, a.reqTimeout, protocol.LogsRequest{Lines: markers}, nil)
+		err := a.cl.post(ctx, "logs", url, a.timeout(), protocol.LogsRequest{Lines: markers}, nil)
 		if needsReconnect(err) {
 			a.linkFailed(c, err)
 			return err

@@ -55,7 +55,9 @@ func startReplicas(t *testing.T, n int, dbURL string, etcd []string, extra ...st
 
 // startReplica starts one Pro replica with id and env (KEY=VALUE) on a
 // free port, with the flags of startReplicas plus extra, without waiting
-// for it to serve.
+// for it to serve. Its agent-lost threshold, 7s, is valid up to an election
+// TTL of 3s with the 1s heartbeat (> TTL + 2×1s + 1s, see
+// reaper.Thresholds.ValidateTiming).
 func startReplica(t *testing.T, id, dbURL string, etcd, env []string, extra ...string) *replica {
 	t.Helper()
 	port := freePort(t)
@@ -63,7 +65,7 @@ func startReplica(t *testing.T, id, dbURL string, etcd, env []string, extra ...s
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--replica-id", id,
 		"--agent-token", agentToken, "--operator-token", operatorToken, "--log-format", "json",
 		"--election-ttl", "2s", "--tick-interval", "200ms", "--heartbeat-interval", "1s",
-		"--agent-lost-threshold", "3s", "--sweep-interval", "250ms"}, extra...)
+		"--agent-lost-threshold", "7s", "--sweep-interval", "250ms"}, extra...)
 	logPath := filepath.Join(t.TempDir(), "server-"+id+".log")
 	printLogTail(t, "server "+id, logPath)
 	return &replica{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", port), p: startProc(t, "server "+id, logPath, args, env)}

@@ -59,6 +59,9 @@ type Config struct {
 	// HeartbeatInterval is the agents' heartbeat interval, for the
 	// "agent-lost ≥ 2 × heartbeat" rule; default 15s.
 	HeartbeatInterval time.Duration
+	// ElectionTTL is Pro's etcd session TTL, for the failover rule of
+	// reaper.Thresholds.ValidateTiming; 0 (Lite) skips that rule.
+	ElectionTTL time.Duration
 	// SweepInterval is each reaper service's interval; default 10s,
 	// 100ms..10m.
 	SweepInterval time.Duration

@@ -25,7 +25,8 @@ func (s *Scheduler) Thresholds() reaper.Thresholds {
 }
 
 // SetAgentLostThreshold changes the agent-lost threshold at runtime, for
-// every replica, after validation (≥ 2 × heartbeat interval, 1s..2h).
+// every replica, after validation (≥ 2 × heartbeat interval, 1s..2h, and
+// in Pro above the failover minimum of reaper.Thresholds.ValidateTiming).
 // Safe to call at any time (DESIGN §5 tuning API).
 func (s *Scheduler) SetAgentLostThreshold(ctx context.Context, d time.Duration) error {
 	return s.UpdateThresholds(ctx, &d, nil, nil)
@@ -59,7 +60,7 @@ func (s *Scheduler) UpdateThresholds(ctx context.Context, agentLost, dispatchLos
 	if orphan != nil {
 		next.Orphan, kv[settingOrphan] = *orphan, orphan.String()
 	}
-	if err := next.Validate(s.cfg.HeartbeatInterval); err != nil {
+	if err := next.ValidateTiming(s.cfg.timing()); err != nil {
 		return err
 	}
 	if err := s.cfg.Store.PutSettings(ctx, kv); err != nil {
@@ -99,7 +100,7 @@ func (s *Scheduler) RefreshThresholds(ctx context.Context) error {
 			*dst = d
 		}
 	}
-	if err := next.Validate(s.cfg.HeartbeatInterval); err != nil {
+	if err := next.ValidateTiming(s.cfg.timing()); err != nil {
 		s.log.Warn("ignoring threshold overrides that do not validate", "err", err)
 		next = s.cfg.Thresholds
 	}
@@ -110,8 +111,14 @@ func (s *Scheduler) RefreshThresholds(ctx context.Context) error {
 }
 
 func validateConfigThresholds(cfg Config) error {
-	if err := cfg.Thresholds.Validate(cfg.HeartbeatInterval); err != nil {
+	if err := cfg.Thresholds.ValidateTiming(cfg.timing()); err != nil {
 		return fmt.Errorf("recovery thresholds: %w", err)
 	}
 	return nil
+}
+
+// timing is what reaper.Thresholds.ValidateTiming checks the thresholds
+// against: the heartbeat interval and, in Pro, the election TTL.
+func (c Config) timing() reaper.Timing {
+	return reaper.Timing{HeartbeatInterval: c.HeartbeatInterval, ElectionTTL: c.ElectionTTL}
 }

@@ -264,6 +264,9 @@ type controlPlaneConfig struct {
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	elector                         func(*metrics.Metrics) (leader.Elector, error)
+	// electionTTL is Pro's --election-ttl (0 in Lite), for the failover
+	// rule of reaper.Thresholds.ValidateTiming.
+	electionTTL time.Duration
 }
 
 type controlPlane struct {
@@ -279,7 +282,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	listener := cfg.store.Listen(context.Background(), cfg.log, store.ChanScheduler, store.ChanQueued, store.ChanReap)
 	sched, err := scheduler.New(scheduler.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log, Interval: cfg.tickInterval,
-		Thresholds: cfg.recovery.thresholds(), HeartbeatInterval: cfg.heartbeatInterval,
+		Thresholds: cfg.recovery.thresholds(), HeartbeatInterval: cfg.heartbeatInterval, ElectionTTL: cfg.electionTTL,
 		SweepInterval: cfg.recovery.sweepInterval, Retention: cfg.recovery.retention,
 		MassSilence: &cfg.recovery.massSilence,
 	})

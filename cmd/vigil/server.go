@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -75,7 +76,16 @@ func (o *serverOpts) validate() error {
 	if _, err := o.storeOptions(o.electionTTL); err != nil {
 		return err
 	}
-	return o.planeOpts.validate()
+	if err := o.planeOpts.validate(); err != nil {
+		return err
+	}
+	// The failover rule: a healthy agent on a frozen replica must not be
+	// reaped before it has moved to another (docs/scheduler-resilience.md).
+	tm := reaper.Timing{HeartbeatInterval: o.heartbeatInterval, ElectionTTL: o.electionTTL}
+	if err := o.recovery.thresholds().ValidateTiming(tm); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // etcdTLS builds the client TLS config from the flags; nil when none given.
@@ -134,6 +144,7 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 		store: st, log: log.With("replica", o.replicaID), listen: o.listen,
 		agentToken: o.agentToken, operatorToken: o.operatorToken,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
+		electionTTL: o.electionTTL,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
 			return leader.NewEtcd(leader.EtcdConfig{
 				Client: etcd, Store: st, Self: o.replicaID, TTL: o.electionTTL, Logger: log, Metrics: m,

@@ -40,7 +40,7 @@ for i in 1 2 3; do
   port=$((BASE_PORT + i - 1))
   "$BIN" server --database-url "$DB" --etcd-endpoints "127.0.0.1:$ETCD_PORT" --listen "127.0.0.1:$port" \
     --replica-id "replica-$i" --agent-token "$AGENT_TOKEN" --operator-token "$OP_TOKEN" \
-    --election-ttl 3s --heartbeat-interval 2s --agent-lost-threshold 6s --log-format text >"$WORK/server-$i.log" 2>&1 &
+    --election-ttl 3s --heartbeat-interval 2s --agent-lost-threshold 10s --log-format text >"$WORK/server-$i.log" 2>&1 &
   pids+=($!)
   server_pid[replica-$i]=$!
   urls+=("http://127.0.0.1:$port")
