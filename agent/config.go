@@ -57,13 +57,16 @@ type Config struct {
 	// ClaimWait is the claim long-poll wait, at most 30s. Default 30s.
 	ClaimWait time.Duration
 	// HeartbeatInterval overrides the interval from the register reply;
-	// 0 uses the server's value (DESIGN §4: 15s by default).
+	// 0 uses the server's value (DESIGN §4: 15s by default). A value longer
+	// than the server's is lowered to the server's, which validated its
+	// agent-lost threshold against it.
 	HeartbeatInterval time.Duration
 	// Ephemeral is reserved: a later version will deregister on exit.
 	Ephemeral bool
 	// HTTPClient sends the requests; nil uses a new http.Client. Requests
-	// carry their own deadlines (15 s, plus ClaimWait for a claim), so it
-	// needs no Timeout; one shorter than ClaimWait would break the long poll.
+	// carry their own deadlines (RequestTimeout of the server's heartbeat
+	// interval, at most 15 s, plus ClaimWait for a claim), so it needs no
+	// Timeout; one shorter than ClaimWait would break the long poll.
 	HTTPClient *http.Client
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
