@@ -109,7 +109,7 @@ func readAPIError(op string, resp *http.Response) error {
 	if json.Unmarshal(raw, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
 	} else {
-		e.Message = string(bytes.TrimSpace(raw))
+		e.Message = protocol.ExplainNonProtocolReply(resp.StatusCode, string(bytes.TrimSpace(raw)))
 		if e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}

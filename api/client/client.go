@@ -246,7 +246,7 @@ func decodeError(resp *http.Response) error {
 		e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		return e
 	}
-	e.Message = strings.TrimSpace(string(raw))
+	e.Message = protocol.ExplainNonProtocolReply(resp.StatusCode, strings.TrimSpace(string(raw)))
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)
 	}

@@ -28,6 +28,7 @@ func newAgentCmd() *cobra.Command {
 		killGrace time.Duration
 	)
 	var tokenFile *secretFile
+	var tlsOpts clientTLSOpts
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run an agent that claims task instances and runs them as subprocesses",
@@ -42,13 +43,17 @@ func newAgentCmd() *cobra.Command {
 			if token == "" {
 				return usageError("--token or --token-file: the agent token is required")
 			}
+			httpClient, err := tlsOpts.httpClient(0)
+			if err != nil {
+				return err
+			}
 			log, err := newLogger(cmd, os.Stderr)
 			if err != nil {
 				return err
 			}
 			a, err := agent.New(agent.Config{
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
-				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log,
+				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log, HTTPClient: httpClient,
 				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
 				KillGrace: killGrace,
 			})
@@ -62,6 +67,7 @@ func newAgentCmd() *cobra.Command {
 	f.StringSliceVar(&servers, "server", nil, "control-plane URL(s), comma-separated; the agent fails over between them")
 	f.StringVar(&token, "token", "", "agent bearer token (prefer --token-file)")
 	tokenFile = addSecretFile(f, "token", &token)
+	addClientTLSFlags(f, &tlsOpts)
 	f.StringSliceVar(&tags, "tags", nil, "tags this agent offers, comma-separated")
 	f.IntVar(&capacity, "capacity", 4, "concurrent task instances")
 	f.StringVar(&name, "name", "", "agent name (default hostname-pid)")

@@ -30,6 +30,7 @@ const (
 type clientOpts struct {
 	server, token, output string
 	tokenFile             *secretFile // --token-file
+	tls                   clientTLSOpts
 }
 
 // addClientFlags adds --server, --token and -o/--output to cmd: as
@@ -44,6 +45,7 @@ func addClientFlags(cmd *cobra.Command) *clientOpts {
 	flags.StringVar(&o.server, "server", defaultServerURL, "Vigil API URL (env VIGIL_SERVER)")
 	flags.StringVar(&o.token, "token", "", "operator token (env VIGIL_TOKEN; prefer --token-file; default: the token Lite writes to $VIGIL_DATA_DIR/operator.token, .vigil/operator.token)")
 	o.tokenFile = addSecretFile(flags, "token", &o.token)
+	addClientTLSFlags(flags, &o.tls)
 	flags.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	return o
 }
@@ -95,7 +97,11 @@ func (o *clientOpts) newClient() (*client.Client, error) {
 	if token == "" {
 		return nil, usageError("--token: required (or --token-file, or VIGIL_TOKEN; Lite writes one to .vigil/operator.token)")
 	}
-	c, err := client.New(o.server, token, nil)
+	httpClient, err := o.tls.httpClient(client.DefaultTimeout)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(o.server, token, httpClient)
 	if err != nil {
 		return nil, usageError("--%v", err)
 	}
