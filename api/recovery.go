@@ -81,11 +81,13 @@ func (s *Server) reapDryRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // reapNow forces a sweep: here when this replica leads, otherwise by
-// asking the leader through NOTIFY (202 Accepted).
+// asking the leader through the settings table and NOTIFY (202 Accepted),
+// so the leader's next passes bypass the mass-silence brake as a forced
+// sweep here would.
 func (s *Server) reapNow(w http.ResponseWriter, r *http.Request) {
 	rep, err := s.cfg.Control.SweepNow(r.Context())
 	if errors.Is(err, scheduler.ErrNotLeading) {
-		if err := s.cfg.Store.RequestSweep(r.Context()); err != nil {
+		if err := s.cfg.Store.RequestForcedSweep(r.Context()); err != nil {
 			s.writeStoreError(w, r, err)
 			return
 		}

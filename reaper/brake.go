@@ -84,7 +84,33 @@ func (r *Reapers) Brake() Brake {
 func (r *Reapers) ResetBrake() {
 	r.brakeMu.Lock()
 	r.brake = Brake{}
+	r.forced = nil
 	r.brakeMu.Unlock()
+}
+
+// forcedThroughFollower reports whether an operator asked a follower for a
+// forced sweep (store.RequestForcedSweep) during this term that reaper
+// name has not yet honoured, and marks it honoured: each such request lets
+// one pass of each held reaper through. A failed read honours nothing.
+func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, term Term) (time.Time, bool) {
+	at, err := r.cfg.Store.ForcedSweepRequestedAt(ctx)
+	if err != nil {
+		r.log.Warn("could not read forced sweep requests; the brake holds", "err", err)
+		return time.Time{}, false
+	}
+	if at.IsZero() || !at.After(term.GraceStart) {
+		return time.Time{}, false
+	}
+	r.brakeMu.Lock()
+	defer r.brakeMu.Unlock()
+	if !at.After(r.forced[name]) {
+		return time.Time{}, false
+	}
+	if r.forced == nil {
+		r.forced = map[string]time.Time{}
+	}
+	r.forced[name] = at
+	return at, true
 }
 
 // holdForSilence decides, for reaper name at now, whether the brake holds
@@ -115,6 +141,10 @@ func (r *Reapers) holdForSilence(ctx context.Context, name string, now time.Time
 		return false, "", nil
 	case term.Force:
 		return false, v.Message + "; bypassed by this forced sweep", nil
+	}
+	if at, ok := r.forcedThroughFollower(ctx, name, term); ok {
+		return false, fmt.Sprintf("%s; bypassed by the forced sweep requested through a follower at %s",
+			v.Message, at.UTC().Format(time.RFC3339)), nil
 	}
 	decision := metrics.DecisionAgentLostHeld
 	if name == ReaperDispatchLost {

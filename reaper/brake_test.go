@@ -178,3 +178,31 @@ func TestMassSilenceConfig(t *testing.T) {
 	assert.Equal(t, state.TIFailed, e.ti(runID, tasks[0].TaskID).State, "disabled: reaped as before")
 	assert.Zero(t, e.decisions("agent_lost_held"))
 }
+
+// vigil reap sent to a follower reaches the leader as a recorded request
+// (store.RequestForcedSweep): the leader's next held passes let it through
+// once each, as a forced sweep on the leader would.
+func TestMassSilenceBrakeIsBypassedOnceByAForcedSweepThroughAFollower(t *testing.T) {
+	t.Parallel()
+	e, runID, agents, tasks := fleet(t)
+	for i := 0; i < 3; i++ {
+		e.silence(agents[i], 100*time.Second)
+	}
+	now := e.dbNow()
+	e.sweepAt(now, e.oldTerm())
+	require.Equal(t, 1.0, e.decisions("agent_lost_held"))
+	require.Equal(t, state.TIRunning, e.ti(runID, tasks[0].TaskID).State)
+
+	require.NoError(t, e.store.RequestForcedSweep(e.ctx))
+	rep := e.sweepAt(now.Add(time.Second), e.oldTerm())
+	assert.Contains(t, rep.Grace, "bypassed by the forced sweep requested through a follower")
+	for _, task := range tasks[:3] {
+		assert.Equal(t, state.TIFailed, e.ti(runID, task.TaskID).State)
+	}
+	assert.Equal(t, state.TIFailed, e.ti(runID, "g").State)
+	assert.Equal(t, 1.0, e.decisions("agent_lost_held"), "the forced passes were not held")
+
+	e.sweepAt(now.Add(2*time.Second), e.oldTerm())
+	assert.Equal(t, 2.0, e.decisions("agent_lost_held"), "one request lets one pass through: the brake holds again")
+	assert.True(t, e.reapers.Brake().Engaged)
+}

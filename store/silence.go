@@ -49,3 +49,38 @@ func (s *Store) MassSilenceWindow(ctx context.Context, now time.Time, window tim
 	}
 	return w, nil
 }
+
+// settingForcedSweep names the settings row whose updated_at is when an
+// operator last asked a follower for a forced sweep (RequestForcedSweep).
+const settingForcedSweep = "reap.forced_sweep_requested"
+
+// RequestForcedSweep asks the leader, wherever it runs, for a forced sweep
+// (vigil reap on a follower): it records the request's time (database
+// clock) in the settings table, which every replica shares, and wakes the
+// leader's reapers like RequestSweep. The leader's next agent-lost and
+// dispatch-lost passes then bypass the mass-silence brake once each.
+func (s *Store) RequestForcedSweep(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `
+		WITH w AS (
+		  INSERT INTO settings (name, value) VALUES ($1, 'requested by vigil reap on a follower')
+		  ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now())
+		SELECT pg_notify($2, 'sweep')`, settingForcedSweep, ChanReap)
+	if err != nil {
+		return fmt.Errorf("request a forced sweep: %w", err)
+	}
+	return nil
+}
+
+// ForcedSweepRequestedAt returns when RequestForcedSweep was last called,
+// on the database clock, or the zero time if never.
+func (s *Store) ForcedSweepRequestedAt(ctx context.Context) (time.Time, error) {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, `SELECT updated_at FROM settings WHERE name = $1`, settingForcedSweep).Scan(&at)
+	if errNoRows(err) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read forced sweep request: %w", err)
+	}
+	return at, nil
+}
