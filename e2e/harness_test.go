@@ -447,8 +447,9 @@ func (l *liteProc) Stop() {
 }
 
 // Kill sends SIGKILL and waits until Lite is gone. Its in-process agents'
-// task processes live on (they have their own process groups) until the
-// test's cleanup kills them.
+// task processes die with it: their supervisors kill their process groups
+// (SIGTERM, SIGKILL after the kill grace); the test's cleanup kills any
+// straggler.
 func (l *liteProc) Kill() {
 	l.t.Helper()
 	l.p.kill(l.t)

@@ -179,7 +179,7 @@ dag_id: gpu-job
 tasks:
   - id: train
     tags: [gpu]
-    command: ["sh", "-c", "echo \"parent=$PPID\"; echo trained"]
+    command: ["sh", "-c", "echo \"parent=$(cut -d' ' -f4 /proc/$PPID/stat)\"; echo trained"]
 `)
 	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0})
 	cpu := startAgent(t, []string{lite.URL}, agentToken, "cpu-box", "--tags", "cpu")
@@ -195,7 +195,8 @@ tasks:
 	if assert.NotNil(t, ti.AgentID) {
 		assert.Equal(t, gpuID, *ti.AgentID, "the TI ran on the gpu agent")
 	}
-	// The task's parent process is the gpu agent process itself.
+	// The task's parent process is its supervisor, whose parent is the gpu
+	// agent process itself.
 	var lines []string
 	for _, l := range taskLogs(t, lite, d.ID, "train").Lines {
 		lines = append(lines, l.Line)
@@ -404,7 +405,7 @@ func TestLiteRestart(t *testing.T) {
 dag_id: hello
 tasks:
   - id: greet
-    command: ["sh", "-c", "echo \"hello from $PPID\""]
+    command: ["sh", "-c", "echo \"hello from $(cut -d' ' -f4 /proc/$PPID/stat)\""]
 `)
 	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0})
 	agent := startAgent(t, []string{lite.URL}, agentToken, "survivor")
