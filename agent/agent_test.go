@@ -154,31 +154,54 @@ func containsLine(lines []protocol.LogLine, stream, text string) bool {
 	return false
 }
 
+// TestNonZeroExitAndStartFailure checks each way a task fails on its own
+// gets its own completion: an exit code (reason exit_code), a start
+// failure (failure start_failed: not found, not executable) and a signal
+// that Vigil did not send (failure signal, named). Before issue 10 item
+// 12, the last three all came without a failure and the server recorded
+// exit_code with no exit code.
 func TestNonZeroExitAndStartFailure(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
 	srv := f.serve()
 	startAgent(t, []string{srv.URL}, nil)
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
 	exit3 := f.enqueue(0, nil, sh("echo failing; exit 3")...)
 	missing := f.enqueue(0, nil, "/nonexistent/vigil-test-binary")
+	notFound := f.enqueue(0, nil, "vigil-no-such-command-in-path")
+	denied := f.enqueue(0, nil, notExec)
 	killed := f.enqueue(0, nil, sh("kill -9 $$")...)
+	termed := f.enqueue(0, nil, sh("kill -TERM $$")...)
 
 	c := f.waitCompletion(exit3.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
 	require.NotNil(t, c.ExitCode)
 	assert.Equal(t, 3, *c.ExitCode)
 	assert.Equal(t, "exit status 3", c.Error)
+	assert.Empty(t, c.Failure, "a non-zero exit needs no failure: reason exit_code")
+	assert.Empty(t, c.Signal)
 
-	c = f.waitCompletion(missing.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
-	assert.Nil(t, c.ExitCode)
-	assert.Contains(t, c.Error, "no such file or directory")
-	assert.True(t, f.isStarted(missing.AttemptID), "a failed start still reports Started")
+	for task, want := range map[string]string{
+		missing.AttemptID: "no such file or directory", notFound.AttemptID: "executable file not found",
+		denied.AttemptID: "permission denied",
+	} {
+		c = f.waitCompletion(task, 5*time.Second)
+		assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+		assert.Equal(t, protocol.FailureStartFailed, c.Failure)
+		assert.Nil(t, c.ExitCode)
+		assert.Contains(t, c.Error, want)
+		assert.True(t, f.isStarted(task), "a failed start still reports Started")
+	}
 
-	c = f.waitCompletion(killed.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
-	assert.Nil(t, c.ExitCode)
-	assert.Equal(t, "signal: killed", c.Error)
+	for task, sig := range map[string]string{killed.AttemptID: "SIGKILL", termed.AttemptID: "SIGTERM"} {
+		c = f.waitCompletion(task, 5*time.Second)
+		assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+		assert.Equal(t, protocol.FailureSignal, c.Failure)
+		assert.Equal(t, sig, c.Signal)
+		assert.Nil(t, c.ExitCode)
+		assert.Equal(t, "killed by signal "+sig, c.Error)
+	}
 }
 
 func TestExecutionTimeoutKillsProcessGroup(t *testing.T) {
@@ -194,6 +217,7 @@ func TestExecutionTimeoutKillsProcessGroup(t *testing.T) {
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
 	assert.Nil(t, c.ExitCode)
+	assert.Empty(t, c.Failure, "Vigil's own kill is no signal failure")
 	assert.Contains(t, c.Error, "execution_timeout 300ms exceeded")
 	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond,
 		"the grandchild in the process group must be killed")

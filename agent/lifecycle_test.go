@@ -43,6 +43,8 @@ func TestDrainTimeoutKillsProcessGroups(t *testing.T) {
 	c, ok := f.completion(task.AttemptID)
 	require.True(t, ok)
 	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+	assert.Equal(t, protocol.FailureAgentShutdown, c.Failure, "the drain's kill is agent_shutdown, not a signal")
+	assert.Empty(t, c.Signal)
 	assert.Contains(t, c.Error, "drain timeout")
 }
 

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
@@ -192,14 +194,14 @@ func (a *Agent) markStarted(att *attempt, pgid int) uint64 {
 }
 
 // startFailed reports a process that could not be started: it counts as
-// started (so the server records started_at) and fails with the error text
-// and no exit code.
+// started (so the server records started_at) and fails start_failed with
+// the error text and no exit code.
 func (a *Agent) startFailed(ctx context.Context, att *attempt, err error) result {
 	att.log.Error("process failed to start", "command", att.task.Command, "err", err)
 	a.systemLine(att, fmt.Sprintf("--- failed to start %q: %v ---", att.task.Command, err))
 	a.heartbeat(ctx, a.markStarted(att, 0))
 	return result{req: protocol.CompleteRequest{
-		Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed, Error: err.Error(),
+		Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed, Failure: protocol.FailureStartFailed, Error: err.Error(),
 	}}
 }
 
@@ -248,9 +250,12 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		req.Outcome = protocol.OutcomeExecutionTimeout
 		req.Error = fmt.Sprintf("execution_timeout %s exceeded: process group killed", att.task.ExecutionTimeout.D())
 	case cause == causeDrain:
+		req.Failure = protocol.FailureAgentShutdown
 		req.Error = fmt.Sprintf("killed: agent shut down and its drain timeout %s expired", a.cfg.DrainTimeout)
 	case end != nil && end.Signaled():
-		req.Error = "signal: " + end.Signal().String() // as os/exec words it: "signal: killed"
+		// Not a signal of Vigil's: each of those has its cause above.
+		req.Failure, req.Signal = protocol.FailureSignal, signalName(end.Signal())
+		req.Error = "killed by signal " + req.Signal
 	case end != nil && end.ExitStatus() == 0:
 		code := 0
 		req.Outcome, req.ExitCode = protocol.OutcomeSuccess, &code
@@ -261,6 +266,22 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		req.Error = "task supervisor exited without reporting the task's status"
 	default:
 		req.Error = "task supervisor: " + waitErr.Error()
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				req.Failure, req.Signal = protocol.FailureSignal, signalName(ws.Signal())
+				req.Error = "task supervisor killed by signal " + req.Signal + "; the task's own status is unknown"
+			}
+		}
 	}
 	return result{req: req}
+}
+
+// signalName is the conventional name of sig ("SIGKILL"), or
+// "SIG<number>" for one without a name.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
 }

@@ -200,6 +200,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("outcome: %q must be one of success, failed, execution_timeout", req.Outcome))
 		return
 	}
+	if err := validateFailure(req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
 	newState, late, err := s.cfg.Store.Complete(r.Context(), agentID, fromComplete(req, outcome))
 	if err != nil {
 		s.writeStoreError(w, r, err)

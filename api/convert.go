@@ -1,6 +1,9 @@
 package api
 
 import (
+	"fmt"
+	"regexp"
+
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -89,7 +92,36 @@ func fromOutcome(o string) (out store.Outcome, ok bool) {
 }
 
 func fromComplete(req protocol.CompleteRequest, outcome store.Outcome) store.Completion {
-	return store.Completion{Attempt: fromAttempt(req.Attempt), Outcome: outcome, ExitCode: req.ExitCode, Error: req.Error}
+	return store.Completion{Attempt: fromAttempt(req.Attempt), Outcome: outcome, ExitCode: req.ExitCode, Error: req.Error,
+		Failure: store.Failure(req.Failure), Signal: req.Signal}
+}
+
+// signalName is the shape of CompleteRequest.Signal: "SIGKILL",
+// "SIGRTMIN+3".
+var signalName = regexp.MustCompile(`^SIG[A-Z0-9]{1,10}([+-][0-9]{1,2})?$`)
+
+// validateFailure checks CompleteRequest's optional failure and signal
+// fields; the error names the field and the rule.
+func validateFailure(req protocol.CompleteRequest) error {
+	switch req.Failure {
+	case "":
+	case protocol.FailureAgentShutdown, protocol.FailureSignal, protocol.FailureStartFailed:
+		if req.Outcome != protocol.OutcomeFailed {
+			return fmt.Errorf("failure: %q is allowed only with outcome %q, got outcome %q", req.Failure, protocol.OutcomeFailed, req.Outcome)
+		}
+	default:
+		return fmt.Errorf("failure: %q must be empty or one of %s, %s, %s", req.Failure,
+			protocol.FailureAgentShutdown, protocol.FailureSignal, protocol.FailureStartFailed)
+	}
+	switch {
+	case req.Failure == protocol.FailureSignal && req.Signal == "":
+		return fmt.Errorf("signal: required with failure %q", protocol.FailureSignal)
+	case req.Failure != protocol.FailureSignal && req.Signal != "":
+		return fmt.Errorf("signal: allowed only with failure %q", protocol.FailureSignal)
+	case req.Signal != "" && !signalName.MatchString(req.Signal):
+		return fmt.Errorf("signal: %q must be a signal name such as SIGKILL", req.Signal)
+	}
+	return nil
 }
 
 func fromLogLines(lines []protocol.LogLine) []store.LogLine {

@@ -111,12 +111,16 @@ const (
 	ReasonExitCode         Reason = "exit_code"         // the command failed
 	ReasonUpstreamFailed   Reason = "upstream_failed"   // an upstream failed
 	ReasonNoMatchingAgent  Reason = "no_matching_agent" // no agent offers the required tags
+	ReasonAgentShutdown    Reason = "agent_shutdown"    // its agent drained or stopped and killed it
+	ReasonSignal           Reason = "signal"            // a signal Vigil did not send killed it; the message names it
+	ReasonStartFailed      Reason = "start_failed"      // the command could not start (not found, permission)
 )
 
 // Reasons lists every reason.
 func Reasons() []Reason {
 	return []Reason{ReasonAgentLost, ReasonDispatchLost, ReasonOrphaned, ReasonExecutionTimeout,
-		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent}
+		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent,
+		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed}
 }
 
 // Actor is who makes a transition; each may make only its own.

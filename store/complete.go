@@ -121,10 +121,7 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			newState, kind, msg = decideOutcome(a, req)
 			var reason state.Reason
 			if newState != state.TISuccess {
-				reason = state.ReasonExitCode
-				if req.Outcome == OutcomeExecutionTimeout {
-					reason = state.ReasonExecutionTimeout
-				}
+				reason = failureReason(req)
 			}
 			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
 		}
@@ -169,6 +166,26 @@ func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comp
 	return err
 }
 
+// failureReason is the reason recorded for a failed completion. Every
+// failure spends a try of the retry budget alike (decideOutcome): a start
+// failure may be particular to one agent's host, so its retry may well
+// start elsewhere, and a task killed by its agent's shutdown is the
+// agent_lost case of a stop announced in advance, which spends one too.
+// An old agent sends no Failure: exit_code, as before.
+func failureReason(req Completion) state.Reason {
+	switch {
+	case req.Outcome == OutcomeExecutionTimeout:
+		return state.ReasonExecutionTimeout
+	case req.Failure == FailureAgentShutdown:
+		return state.ReasonAgentShutdown
+	case req.Failure == FailureSignal:
+		return state.ReasonSignal
+	case req.Failure == FailureStartFailed:
+		return state.ReasonStartFailed
+	}
+	return state.ReasonExitCode
+}
+
 // decideOutcome maps a completion to the TI's next state, event kind and
 // message, applying the retry policy.
 func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind, msg string) {
@@ -179,6 +196,12 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind, msg string) 
 	switch {
 	case req.Outcome == OutcomeExecutionTimeout:
 		what = "exceeded its execution_timeout"
+	case req.Failure == FailureAgentShutdown:
+		what = "was killed because its agent shut down"
+	case req.Failure == FailureSignal:
+		what = "was killed by signal " + req.Signal
+	case req.Failure == FailureStartFailed:
+		what = "could not start: " + req.Error
 	case req.ExitCode != nil:
 		what = fmt.Sprintf("exited with code %d", *req.ExitCode)
 	case req.Error != "":

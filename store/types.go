@@ -97,14 +97,28 @@ const (
 	OutcomeExecutionTimeout Outcome = "execution_timeout" // the agent killed it
 )
 
+// Failure refines OutcomeFailed: why the process failed when it did not
+// exit with a code of its own. Empty: it exited non-zero (exit_code).
+type Failure string
+
+// Failures, each recorded as the state.Reason of the same name.
+const (
+	FailureAgentShutdown Failure = "agent_shutdown" // the agent's drain or stop killed it
+	FailureSignal        Failure = "signal"         // a signal Vigil did not send; Completion.Signal names it
+	FailureStartFailed   Failure = "start_failed"   // it could not be started
+)
+
 // Completion is an agent's report that an attempt ended (Complete).
 // ExitCode is nil when the process never exited on its own (a start
-// failure or a kill); Error describes a start failure.
+// failure or a kill); Error describes a start failure. Failure (optional)
+// says which, and Signal names the signal for FailureSignal.
 type Completion struct {
 	Attempt
 	Outcome  Outcome
 	ExitCode *int
 	Error    string
+	Failure  Failure
+	Signal   string
 }
 
 // LogLine is one captured line as an agent ships it (AppendLogs). Seq

@@ -152,17 +152,40 @@ type HeartbeatResponse struct {
 // Completion outcomes.
 const (
 	OutcomeSuccess          = "success"
-	OutcomeFailed           = "failed"            // non-zero exit or start failure
+	OutcomeFailed           = "failed"            // non-zero exit, a kill or a start failure; see Failure*
 	OutcomeExecutionTimeout = "execution_timeout" // the agent killed it
+)
+
+// Failures refine OutcomeFailed in CompleteRequest.Failure. Empty means
+// the command exited with a non-zero ExitCode (reason exit_code).
+const (
+	// FailureAgentShutdown: the agent drained or stopped and killed the
+	// process group (reason agent_shutdown).
+	FailureAgentShutdown = "agent_shutdown"
+	// FailureSignal: a signal the agent did not send killed the process;
+	// CompleteRequest.Signal names it (reason signal).
+	FailureSignal = "signal"
+	// FailureStartFailed: the command could not be started, e.g. not
+	// found or not executable; Error says why (reason start_failed).
+	FailureStartFailed = "start_failed"
 )
 
 // CompleteRequest is the body of POST /v1/agents/{id}/complete. It is
 // accepted only for the current attempt; otherwise 409 stale_attempt.
+//
+// Failure and Signal are optional and newer than the rest: an agent that
+// omits them gets reason exit_code for every failure, as before, and a
+// server that does not know them ignores them.
 type CompleteRequest struct {
 	Attempt
 	Outcome  string `json:"outcome"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Failure is one of the Failure* values, only with OutcomeFailed.
+	Failure string `json:"failure,omitempty"`
+	// Signal is the name of the signal ("SIGKILL") that ended the process,
+	// only with FailureSignal.
+	Signal string `json:"signal,omitempty"`
 }
 
 // CompleteResponse reports the TI's state after the completion.
