@@ -90,9 +90,10 @@ func (r *Reapers) ResetBrake() {
 
 // forcedThroughFollower reports whether an operator asked a follower for a
 // forced sweep (store.RequestForcedSweep) during this term that reaper
-// name has not yet honoured, and marks it honoured: each such request lets
-// one pass of each held reaper through. A failed read honours nothing.
-func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, term Term) (time.Time, bool) {
+// name has not yet honoured, and marks it honoured by the pass at now:
+// each such request lets one pass of each held reaper through, every page
+// of it (the pages of one pass share now). A failed read honours nothing.
+func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, now time.Time, term Term) (time.Time, bool) {
 	at, err := r.cfg.Store.ForcedSweepRequestedAt(ctx)
 	if err != nil {
 		r.log.Warn("could not read forced sweep requests; the brake holds", "err", err)
@@ -103,13 +104,17 @@ func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, term T
 	}
 	r.brakeMu.Lock()
 	defer r.brakeMu.Unlock()
-	if !at.After(r.forced[name]) {
+	last := r.forced[name]
+	if at.Equal(last.request) && now.Equal(last.pass) {
+		return at, true // a later page of the pass that honours it
+	}
+	if !at.After(last.request) {
 		return time.Time{}, false
 	}
 	if r.forced == nil {
-		r.forced = map[string]time.Time{}
+		r.forced = map[string]honoured{}
 	}
-	r.forced[name] = at
+	r.forced[name] = honoured{request: at, pass: now}
 	return at, true
 }
 
@@ -142,7 +147,7 @@ func (r *Reapers) holdForSilence(ctx context.Context, name string, now time.Time
 	case term.Force:
 		return false, v.Message + "; bypassed by this forced sweep", nil
 	}
-	if at, ok := r.forcedThroughFollower(ctx, name, term); ok {
+	if at, ok := r.forcedThroughFollower(ctx, name, now, term); ok {
 		return false, fmt.Sprintf("%s; bypassed by the forced sweep requested through a follower at %s",
 			v.Message, at.UTC().Format(time.RFC3339)), nil
 	}
@@ -183,3 +188,7 @@ func (r *Reapers) recordBrake(v Brake, now time.Time) {
 			"held_for", now.Sub(prev.Since).Round(time.Second))
 	}
 }
+
+// honoured is the follower-forced sweep request a reaper last let through,
+// and the pass (its now) that did.
+type honoured struct{ request, pass time.Time }

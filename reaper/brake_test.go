@@ -181,10 +181,16 @@ func TestMassSilenceConfig(t *testing.T) {
 
 // vigil reap sent to a follower reaches the leader as a recorded request
 // (store.RequestForcedSweep): the leader's next held passes let it through
-// once each, as a forced sweep on the leader would.
+// once each, as a forced sweep on the leader would, every page of it.
 func TestMassSilenceBrakeIsBypassedOnceByAForcedSweepThroughAFollower(t *testing.T) {
 	t.Parallel()
 	e, runID, agents, tasks := fleet(t)
+	var err error
+	e.reapers, err = reaper.New(reaper.Config{ // pages of 2: the three silent tasks take two
+		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+		Logger: slog.New(slog.DiscardHandler), Batch: 2,
+	})
+	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
 		e.silence(agents[i], 100*time.Second)
 	}

@@ -88,8 +88,8 @@ type Reapers struct {
 	ms  MassSilence
 
 	brakeMu sync.Mutex
-	brake   Brake                // the mass-silence brake's last verdict, for health
-	forced  map[string]time.Time // per reaper: the follower-forced sweep request it last honoured
+	brake   Brake               // the mass-silence brake's last verdict, for health
+	forced  map[string]honoured // per reaper: the follower-forced sweep request it last honoured
 }
 
 // New validates cfg.
