@@ -40,14 +40,19 @@ type StaleRunning struct {
 // TI's stamp, and running TIs whose agent row was pruned have their own
 // small index. With nothing stale it reads no task_instances row.
 func (s *Store) ListStaleRunning(ctx context.Context, now time.Time, threshold time.Duration, limit int) ([]StaleRunning, error) {
+	// Per stale agent, a LATERAL read of its running TIs through
+	// ti_agent_idx: the planner cannot turn it into a scan of every live
+	// TI, whatever it estimates for the cutoff.
 	rows, err := s.pool.Query(ctx, `
-		WITH c AS (SELECT $1::timestamptz - $2 * interval '1 microsecond' AS cut)
-		SELECT * FROM (`+runningColumns+`, c
-		         WHERE t.agent_id IN (SELECT a.id FROM agents a, c WHERE a.oldest_heartbeat_at < c.cut)
-		           AND t.state = 'running' AND t.attempt_id IS NOT NULL AND t.last_heartbeat_at < c.cut
-		        UNION ALL`+runningColumns+`, c
-		         WHERE t.state = 'running' AND t.agent_id IS NULL
-		           AND t.attempt_id IS NOT NULL AND t.last_heartbeat_at < c.cut) x
+		SELECT * FROM (
+		  SELECT s.* FROM agents a CROSS JOIN LATERAL (`+runningColumns+`
+		     WHERE t.agent_id = a.id AND t.state = 'running' AND t.attempt_id IS NOT NULL
+		       AND t.last_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond'
+		     ORDER BY t.last_heartbeat_at LIMIT $3) s
+		   WHERE a.oldest_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond'
+		  UNION ALL`+runningColumns+`
+		   WHERE t.state = 'running' AND t.agent_id IS NULL AND t.attempt_id IS NOT NULL
+		     AND t.last_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond') x
 		 ORDER BY 7 LIMIT $3`, now, micros(threshold), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stale running: %w", err)
@@ -231,62 +236,109 @@ type StaleQueued struct {
 
 // ListStaleQueued lists up to limit queued TIs with queued_at older than
 // now − threshold whose tag coverage by agents active since
-// now − activeWindow equals covered, oldest first. The coverage filter is
-// applied before the LIMIT while ti_queued_idx is walked in queued_at
-// order, so an uncoverable TI is listed (covered false) however large the
-// covered backlog queued ahead of it; the walk reads only queued TIs past
-// the threshold, never the history.
+// now − activeWindow equals covered, oldest first. It walks ti_queued_idx
+// in (queued_at, id) keyset pages and filters coverage page by page, so an
+// uncoverable TI is listed (covered false) however large the covered
+// backlog queued ahead of it; the walk reads only queued TIs past the
+// threshold, never the history or the rest of the live work.
 func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, activeWindow time.Duration, limit int, covered bool) ([]StaleQueued, error) {
-	rows, err := s.pool.Query(ctx, `
-		WITH live AS MATERIALIZED (
-		  SELECT tags FROM agents
-		   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond')
-		SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags,
-		       EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags),
-		       coalesce((SELECT array_agg(tag ORDER BY tag) FROM unnest(t.required_tags) tag
-		                  WHERE NOT EXISTS (SELECT 1 FROM live WHERE tag = ANY (live.tags))), '{}'),
-		       (SELECT count(*) FROM live),
-		       (extract(epoch FROM $1::timestamptz - t.queued_at) * 1e6)::bigint
-		  FROM task_instances t
-		 WHERE t.state = 'queued' AND t.queued_at IS NOT NULL
-		   AND t.queued_at < $1::timestamptz - $2 * interval '1 microsecond'
-		   AND EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags) = $5
-		 ORDER BY t.queued_at, t.id LIMIT $4`, now, micros(threshold), micros(activeWindow), limit, covered)
+	var out []StaleQueued
+	err := s.walkStaleQueued(ctx, now, threshold, activeWindow, func(page []StaleQueued) bool {
+		for _, c := range page {
+			if c.Covered == covered && len(out) < limit {
+				out = append(out, c)
+			}
+		}
+		return len(out) < limit
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list stale queued: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleQueued, error) {
-		var c StaleQueued
-		var age int64
-		err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.QueuedAt, &c.RequiredTags, &c.Covered,
-			&c.Missing, &c.ActiveAgents, &age)
-		c.Age = fromMicros(age)
-		return c, err
-	})
+	return out, nil
 }
 
 // StaleBacklog counts the queued TIs with queued_at older than
 // now − threshold that an agent active since now − activeWindow could run
 // (its tags cover theirs): work waiting for busy agents, which the
 // dispatch-lost reaper leaves alone. It returns the count and the oldest
-// queued_at among them (nil when there are none); a read through
-// ti_queued_idx that writes nothing.
+// queued_at among them (nil when there are none). It walks at most
+// backlogCountCap stale queued TIs, so the count saturates there, and
+// writes nothing.
 func (s *Store) StaleBacklog(ctx context.Context, now time.Time, threshold, activeWindow time.Duration) (int, *time.Time, error) {
-	var n int
+	var n, walked int
 	var oldest *time.Time
-	err := s.pool.QueryRow(ctx, `
-		WITH live AS MATERIALIZED (
-		  SELECT tags FROM agents
-		   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond')
-		SELECT count(*), min(t.queued_at) FROM task_instances t
-		 WHERE t.state = 'queued' AND t.queued_at IS NOT NULL
-		   AND t.queued_at < $1::timestamptz - $2 * interval '1 microsecond'
-		   AND EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags)`,
-		now, micros(threshold), micros(activeWindow)).Scan(&n, &oldest)
+	err := s.walkStaleQueued(ctx, now, threshold, activeWindow, func(page []StaleQueued) bool {
+		for _, c := range page {
+			if c.Covered {
+				n++
+				if oldest == nil {
+					oldest = &c.QueuedAt
+				}
+			}
+		}
+		walked += len(page)
+		return walked < backlogCountCap
+	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("count stale queued backlog: %w", err)
 	}
 	return n, oldest, nil
+}
+
+// backlogCountCap bounds the stale queued TIs StaleBacklog walks per pass.
+const backlogCountCap = 10000
+
+// staleQueuedPage is how many stale queued TIs one keyset page walks. It
+// is small on purpose: with a LIMIT well under the matching rows the
+// planner walks ti_queued_idx in order instead of reading every live TI
+// through ti_live_idx and sorting (the scan-proof test checks it).
+const staleQueuedPage = 100
+
+// walkStaleQueued calls visit with successive pages of stale queued TIs,
+// oldest first, each with its tag coverage, until a page is short or
+// visit returns false.
+func (s *Store) walkStaleQueued(ctx context.Context, now time.Time, threshold, activeWindow time.Duration,
+	visit func([]StaleQueued) bool) error {
+	var afterAt time.Time // zero: from the oldest
+	var afterID int64
+	for {
+		rows, err := s.pool.Query(ctx, `
+			WITH live AS MATERIALIZED (
+			  SELECT tags FROM agents
+			   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond'),
+			walk AS MATERIALIZED (
+			  SELECT q.id FROM task_instances q
+			   WHERE q.state = 'queued' AND q.queued_at < $1::timestamptz - $2 * interval '1 microsecond'
+			     AND (q.queued_at, q.id) > ($4::timestamptz, $5::bigint)
+			   ORDER BY q.queued_at, q.id LIMIT $6)
+			SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags,
+			       EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags),
+			       coalesce((SELECT array_agg(tag ORDER BY tag) FROM unnest(t.required_tags) tag
+			                  WHERE NOT EXISTS (SELECT 1 FROM live WHERE tag = ANY (live.tags))), '{}'),
+			       (SELECT count(*) FROM live),
+			       (extract(epoch FROM $1::timestamptz - t.queued_at) * 1e6)::bigint
+			  FROM walk JOIN task_instances t ON t.id = walk.id
+			 ORDER BY t.queued_at, t.id`,
+			now, micros(threshold), micros(activeWindow), afterAt, afterID, staleQueuedPage)
+		if err != nil {
+			return err
+		}
+		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleQueued, error) {
+			var c StaleQueued
+			var age int64
+			err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.QueuedAt, &c.RequiredTags, &c.Covered,
+				&c.Missing, &c.ActiveAgents, &age)
+			c.Age = fromMicros(age)
+			return c, err
+		})
+		if err != nil {
+			return err
+		}
+		if !visit(page) || len(page) < staleQueuedPage {
+			return nil
+		}
+		afterAt, afterID = page[len(page)-1].QueuedAt, page[len(page)-1].TIID
+	}
 }
 
 // OrphanRun is an orphan-run candidate: a running run with no TI in
