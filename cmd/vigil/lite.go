@@ -49,6 +49,7 @@ type planeOpts struct {
 	recovery                        *recoveryOpts
 	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
 	secretFiles                     []*secretFile        // --agent-token-file, --operator-token-file (secrets.go)
+	tls                             serveTLSOpts         // --tls-cert-file, --tls-key-file, --tls-client-ca-file (tls.go)
 }
 
 // addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
@@ -59,6 +60,7 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.StringVar(&p.agentToken, "agent-token", "", "bearer token for agents"+tokenHelp)
 	f.StringVar(&p.operatorToken, "operator-token", "", "bearer token for operators"+tokenHelp)
 	p.secretFiles = append(p.secretFiles, addSecretFile(f, "agent-token", &p.agentToken), addSecretFile(f, "operator-token", &p.operatorToken))
+	addServeTLSFlags(f, &p.tls)
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
 	p.recovery = addRecoveryFlags(cmd)
@@ -94,6 +96,9 @@ func (p *planeOpts) storeOptions(ttl time.Duration) (store.Options, error) {
 
 // validate checks the shared flags; errors name the flag (exit 2).
 func (p *planeOpts) validate() error {
+	if _, err := p.tls.config(); err != nil {
+		return err
+	}
 	switch {
 	case p.heartbeatInterval < time.Second || p.heartbeatInterval > 2*time.Minute:
 		return usageError("--heartbeat-interval: %s is outside 1s..2m", p.heartbeatInterval)
@@ -236,7 +241,7 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 		}
 	}
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
-		store: st, log: log, listen: o.listen, agentToken: agentToken, operatorToken: opToken,
+		store: st, log: log, listen: o.listen, agentToken: agentToken, operatorToken: opToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
 			return leader.NewStatic(st, replicaID(), log, m), nil
@@ -245,8 +250,8 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	agentsDone := startLocalAgents(ctx, o, "http://"+cp.addr, agentToken, log)
-	log.Info("vigil lite ready", "api", "http://"+cp.addr, "agents", o.agents,
+	agentsDone := startLocalAgents(ctx, o, cp.local, agentToken, log)
+	log.Info("vigil lite ready", "api", cp.url, "agents", o.agents,
 		"operator_token_file", filepath.Join(o.dataDir, "operator.token"))
 	<-ctx.Done()
 	log.Info("shutting down: draining agents")
@@ -264,13 +269,15 @@ type controlPlaneConfig struct {
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	elector                         func(*metrics.Metrics) (leader.Elector, error)
+	tls                             *serveTLSOpts // nil or no files: plain HTTP
 	// electionTTL is Pro's --election-ttl (0 in Lite), for the failover
 	// rule of reaper.Thresholds.ValidateTiming.
 	electionTTL time.Duration
 }
 
 type controlPlane struct {
-	addr     string
+	url      string   // public base URL: http(s)://host:port
+	local    localAPI // how in-process agents reach the API
 	shutdown func() error
 }
 
@@ -311,11 +318,12 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	httpSrv.RegisterOnShutdown(srv.Drain)
-	go func() {
-		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			cfg.log.Error("http server", "err", err)
-		}
-	}()
+	public, local, err := serveAPI(httpSrv, ln, cfg.tls, cfg.log)
+	if err != nil {
+		_ = ln.Close()
+		listener.Close()
+		return nil, err
+	}
 	leadCtx, stopLeading := context.WithCancel(context.Background())
 	electorDone := make(chan error, 1)
 	go func() {
@@ -339,13 +347,13 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		listener.Close()
 		return err
 	}
-	return &controlPlane{addr: ln.Addr().String(), shutdown: shutdown}, nil
+	return &controlPlane{url: public, local: local, shutdown: shutdown}, nil
 }
 
 // startLocalAgents runs o.agents in-process agents against the local API
 // through the same HTTP protocol as remote ones. The returned WaitGroup is
 // done once every agent has drained after ctx is cancelled.
-func startLocalAgents(ctx context.Context, o *liteOpts, server, token string, log *slog.Logger) *sync.WaitGroup {
+func startLocalAgents(ctx context.Context, o *liteOpts, server localAPI, token string, log *slog.Logger) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	host, _ := os.Hostname()
 	for i := 1; i <= o.agents; i++ {
@@ -354,7 +362,7 @@ func startLocalAgents(ctx context.Context, o *liteOpts, server, token string, lo
 			// Lite must not need the credentials of its predecessor's
 			// agents, whose registrations stay live for one agent-lost
 			// threshold (a name held by a live agent is refused).
-			Servers: []string{server}, Token: token, Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
+			Servers: []string{server.url}, HTTPClient: server.client, Token: token, Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
 			Tags: o.agentTags, Capacity: o.agentCapacity, DrainTimeout: o.drainTimeout,
 			Logger: log.With("agent", i),
 		})

@@ -142,7 +142,7 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	defer etcd.Close()
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
 		store: st, log: log.With("replica", o.replicaID), listen: o.listen,
-		agentToken: o.agentToken, operatorToken: o.operatorToken,
+		agentToken: o.agentToken, operatorToken: o.operatorToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		electionTTL: o.electionTTL,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
@@ -154,7 +154,7 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("vigil server ready", "api", "http://"+cp.addr, "replica", o.replicaID, "etcd", o.etcdEndpoints)
+	log.Info("vigil server ready", "api", cp.url, "replica", o.replicaID, "etcd", o.etcdEndpoints)
 	<-ctx.Done()
 	log.Info("shutting down: resigning leadership")
 	return cp.shutdown()

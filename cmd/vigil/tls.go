@@ -192,8 +192,9 @@ type localAPI struct {
 }
 
 // serveAPI serves srv on ln, over HTTPS when o configures it, and returns
-// the public base URL and the in-process access. With HTTPS the same
-// server also serves an in-process listener, which srv.Shutdown closes.
+// the public base URL and the in-process access. With HTTPS a second
+// server serves the same handler on an in-process listener, and
+// srv.Shutdown closes it.
 func serveAPI(srv *http.Server, ln net.Listener, o *serveTLSOpts, log *slog.Logger) (public string, local localAPI, err error) {
 	var cfg *tls.Config
 	if o != nil {
@@ -215,7 +216,12 @@ func serveAPI(srv *http.Server, ln net.Listener, o *serveTLSOpts, log *slog.Logg
 	}
 	srv.TLSConfig = cfg
 	serve("tcp", func() error { return srv.ServeTLS(ln, "", "") })
+	// A server of its own: one http.Server serving a TLS and a plain
+	// listener at once sets up HTTP/2 from two goroutines. srv's
+	// shutdown closes it; Lite has drained its agents by then.
 	mem := newMemListener()
-	serve("in-process", func() error { return srv.Serve(mem) })
+	memSrv := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: srv.ReadHeaderTimeout}
+	srv.RegisterOnShutdown(func() { _ = memSrv.Close() })
+	serve("in-process", func() error { return memSrv.Serve(mem) })
 	return "https://" + addr, localAPI{url: "http://lite-in-process", client: mem.httpClient()}, nil
 }
