@@ -34,8 +34,17 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
+# Every Fuzz* target (dag spec parser, API request decoders, config
+# loader) for FUZZTIME each. `make test` already runs their seed corpora.
+# go test -fuzz takes one target per run, hence the loop.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./dag
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for name in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
+	    echo "== $$dir $$name ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin

@@ -65,6 +65,56 @@ func validateRegister(req protocol.RegisterRequest) error {
 	return nil
 }
 
+// validateClaim checks a claim body: slots within 0..maxCapacity, wait at
+// most MaxClaimWait.
+func validateClaim(req protocol.ClaimRequest) error {
+	if req.Slots < 0 || req.Slots > maxCapacity {
+		return fmt.Errorf("slots: %d is outside 0..%d", req.Slots, maxCapacity)
+	}
+	if req.Wait.D() > MaxClaimWait {
+		return fmt.Errorf("wait: %s exceeds the %s maximum", req.Wait.D(), MaxClaimWait)
+	}
+	return nil
+}
+
+// validateHeartbeat checks a heartbeat body: at most maxEntries entries,
+// each a well-formed attempt.
+func validateHeartbeat(req protocol.HeartbeatRequest) error {
+	if len(req.Entries) > maxEntries {
+		return fmt.Errorf("entries: more than %d", maxEntries)
+	}
+	for i, e := range req.Entries {
+		if err := validateAttempt(fmt.Sprintf("entries[%d]", i), e.Attempt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateLogs checks a log batch (attempt, positive seq, known stream,
+// time set) and makes each line storable: PostgreSQL text holds neither
+// NUL nor invalid UTF-8, so those become U+FFFD rather than reject the
+// batch.
+func validateLogs(req *protocol.LogsRequest) error {
+	for i, l := range req.Lines {
+		err := validateAttempt(fmt.Sprintf("lines[%d]", i), l.Attempt)
+		switch {
+		case err != nil:
+		case l.Seq <= 0:
+			err = fmt.Errorf("lines[%d].seq: must be positive", i)
+		case l.Stream != protocol.StreamStdout && l.Stream != protocol.StreamStderr && l.Stream != protocol.StreamSystem:
+			err = fmt.Errorf("lines[%d].stream: %q must be stdout, stderr or system", i, l.Stream)
+		case l.Time.IsZero():
+			err = fmt.Errorf("lines[%d].time: required", i)
+		}
+		if err != nil {
+			return err
+		}
+		req.Lines[i].Line = strings.ReplaceAll(strings.ToValidUTF8(l.Line, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	return nil
+}
+
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var req protocol.RegisterRequest
 	if !decode(w, r, &req) {
@@ -101,12 +151,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if req.Slots < 0 || req.Slots > maxCapacity {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("slots: %d is outside 0..%d", req.Slots, maxCapacity))
-		return
-	}
-	if req.Wait.D() > MaxClaimWait {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("wait: %s exceeds the %s maximum", req.Wait.D(), MaxClaimWait))
+	if err := validateClaim(req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
 	var wake <-chan struct{}
@@ -161,15 +207,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(req.Entries) > maxEntries {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("entries: more than %d", maxEntries))
+	if err := validateHeartbeat(req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
-	}
-	for i, e := range req.Entries {
-		if err := validateAttempt(fmt.Sprintf("entries[%d]", i), e.Attempt); err != nil {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
-			return
-		}
 	}
 	stops, now, err := s.cfg.Store.Heartbeat(r.Context(), agentID, fromHeartbeatEntries(req.Entries))
 	if err != nil {
@@ -231,24 +271,9 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	for i, l := range req.Lines {
-		err := validateAttempt(fmt.Sprintf("lines[%d]", i), l.Attempt)
-		switch {
-		case err != nil:
-		case l.Seq <= 0:
-			err = fmt.Errorf("lines[%d].seq: must be positive", i)
-		case l.Stream != protocol.StreamStdout && l.Stream != protocol.StreamStderr && l.Stream != protocol.StreamSystem:
-			err = fmt.Errorf("lines[%d].stream: %q must be stdout, stderr or system", i, l.Stream)
-		case l.Time.IsZero():
-			err = fmt.Errorf("lines[%d].time: required", i)
-		}
-		if err != nil {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
-			return
-		}
-		// PostgreSQL text holds neither NUL nor invalid UTF-8; keep the
-		// line rather than reject the batch.
-		req.Lines[i].Line = strings.ReplaceAll(strings.ToValidUTF8(l.Line, "\uFFFD"), "\x00", "\uFFFD")
+	if err := validateLogs(&req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
 	}
 	if _, err := s.cfg.Store.AppendLogs(r.Context(), agentID, fromLogLines(req.Lines)); err != nil {
 		s.writeStoreError(w, r, err)
