@@ -45,6 +45,32 @@ const (
 	DecisionDispatchLostHeld = "dispatch_lost_held"
 )
 
+// ReaperNames lists the reapers whose `<name>_list_error` and
+// `<name>_error` decisions New initialises. It mirrors reaper.Names(),
+// which this package cannot import (reaper imports metrics); a reaper test
+// checks that the two agree.
+func ReaperNames() []string {
+	return []string{"agent_inactive", "agent_lost", "execution_timeout", "run_timeout", "dispatch_lost", "orphan"}
+}
+
+// DecisionLabels returns every decision label that is ever counted in
+// vigil_scheduler_decisions_total: the Decision* constants (except
+// DecisionDispatchLostDeferred, which is never counted) and the list and
+// candidate error of each reaper. New initialises each to zero, so that
+// rate() and increase() work from a replica's first scrape.
+func DecisionLabels() []string {
+	labels := []string{
+		DecisionAgentLost, DecisionAgentLostRequeued, DecisionDispatchLost,
+		DecisionOrphanReaped, DecisionOrphanFinalized, DecisionLateCompletion, DecisionLateCompletionRecorded,
+		DecisionAgentInactive, DecisionExecutionTimeout, DecisionRunTimeout, DecisionRetentionPruned,
+		DecisionReconcileRepaired, DecisionAgentLostHeld, DecisionDispatchLostHeld,
+	}
+	for _, name := range ReaperNames() {
+		labels = append(labels, name+DecisionSuffixListError, name+DecisionSuffixCandidateError)
+	}
+	return labels
+}
+
 // Metrics holds every collector, registered on Registry together with the
 // Go runtime and process collectors.
 type Metrics struct {
@@ -142,6 +168,14 @@ func New() *Metrics {
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
 		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake,
 	)
+	// From zero: every decision and every reaper's duration exists before
+	// anything happens, so rate() has a first sample to start from.
+	for _, d := range DecisionLabels() {
+		m.Decisions.WithLabelValues(d)
+	}
+	for _, name := range ReaperNames() {
+		m.ReaperDuration.WithLabelValues(name)
+	}
 	return m
 }
 
