@@ -8,8 +8,12 @@
 // use everything else. An agent endpoint that acts for an agent id
 // (/v1/agents/{agent_id}/...) also needs that agent's own credential, the
 // secret its registration returned, in the Vigil-Agent-Credential header;
-// deregister accepts the operator token instead. /metrics and the health
-// endpoints are open.
+// deregister accepts the operator token instead. /metrics, the health
+// endpoints and the OpenAPI document (GET /v1/openapi.json) are open.
+//
+// The route table (Routes) is the list the server registers from; the
+// OpenAPI 3 document api/openapi.json describes every route in it, and a
+// test fails when the two disagree (docs/api.md, ADR 0016).
 package api
 
 import (
@@ -75,6 +79,7 @@ type Server struct {
 	mux       *http.ServeMux
 	draining  chan struct{}
 	drainOnce sync.Once
+	promHTTP  http.Handler // /metrics, built by routes
 }
 
 // Drain makes every pending and future claim long-poll return at once
@@ -120,50 +125,119 @@ const (
 	roleAgentOrOperator // deregister: the agent itself, or an operator
 )
 
+// Access is who may call a route: the authentication it demands.
+type Access string
+
+// The accesses of Routes, each matching one security requirement of the
+// OpenAPI document (api/openapi.json).
+const (
+	// AccessOpen: no authentication (/metrics, health, the OpenAPI document).
+	AccessOpen Access = "open"
+	// AccessAgent: the agent bearer token.
+	AccessAgent Access = "agent"
+	// AccessAgentSelf: the agent bearer token plus, in the
+	// Vigil-Agent-Credential header, the credential of the agent in the path.
+	AccessAgentSelf Access = "agent_self"
+	// AccessAgentSelfOrOperator: AccessAgentSelf, or the operator token
+	// alone (deregister).
+	AccessAgentSelfOrOperator Access = "agent_self_or_operator"
+	// AccessOperator: the operator bearer token.
+	AccessOperator Access = "operator"
+)
+
+// Route is one entry of the server's route table: a net/http pattern
+// ("METHOD /path/{param}") and who may call it.
+type Route struct {
+	Method string
+	Path   string
+	Access Access
+}
+
+// route is a Route with its handler, a method expression on *Server.
+type route struct {
+	pattern string
+	access  Access
+	handle  func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// routeTable is every route the server registers, besides the catch-all
+// 404 for "/". Routes exposes it, and the OpenAPI test compares it with
+// api/openapi.json, so a route cannot be added without documenting it.
+var routeTable = []route{
+	{"POST /v1/agents/register", AccessAgent, (*Server).register},
+	{"POST /v1/agents/{agent_id}/claim", AccessAgentSelf, (*Server).claim},
+	{"POST /v1/agents/{agent_id}/heartbeat", AccessAgentSelf, (*Server).heartbeat},
+	{"POST /v1/agents/{agent_id}/complete", AccessAgentSelf, (*Server).complete},
+	{"POST /v1/agents/{agent_id}/logs", AccessAgentSelf, (*Server).logs},
+	{"POST /v1/agents/{agent_id}/deregister", AccessAgentSelfOrOperator, (*Server).deregister},
+
+	{"GET /v1/agents", AccessOperator, (*Server).listAgents},
+	{"GET /v1/dags", AccessOperator, (*Server).listDAGs},
+	{"POST /v1/dags", AccessOperator, (*Server).applyDAG},
+	{"GET /v1/dags/{dag_id}", AccessOperator, (*Server).getDAG},
+	{"POST /v1/dags/{dag_id}/runs", AccessOperator, (*Server).triggerRun},
+	{"GET /v1/runs", AccessOperator, (*Server).listRuns},
+	{"GET /v1/runs/{run_id}", AccessOperator, (*Server).getRun},
+	{"GET /v1/runs/{run_id}/events", AccessOperator, (*Server).runEvents},
+	{"POST /v1/runs/{run_id}/cancel", AccessOperator, (*Server).cancelRun},
+	{"GET /v1/runs/{run_id}/tasks/{task_id}/logs", AccessOperator, (*Server).readLogs},
+	{"GET /v1/thresholds", AccessOperator, (*Server).getThresholds},
+	{"PUT /v1/thresholds", AccessOperator, (*Server).putThresholds},
+	{"DELETE /v1/thresholds", AccessOperator, (*Server).resetThresholds},
+	{"GET /v1/reap", AccessOperator, (*Server).reapDryRun},
+	{"POST /v1/reap", AccessOperator, (*Server).reapNow},
+
+	{"GET /v1/openapi.json", AccessOpen, (*Server).openAPI},
+	{"GET /metrics", AccessOpen, (*Server).metricsHandler},
+	{"GET /healthz", AccessOpen, (*Server).healthz},
+	{"GET /readyz", AccessOpen, (*Server).readyz},
+	{"GET /monitor/health", AccessOpen, (*Server).monitorHealth},
+}
+
+// Routes returns the route table the server registers (besides the
+// catch-all 404), in registration order.
+func Routes() []Route {
+	out := make([]Route, len(routeTable))
+	for i, rt := range routeTable {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		out[i] = Route{Method: method, Path: path, Access: rt.access}
+	}
+	return out
+}
+
 func (s *Server) routes() {
-	agent := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(roleAgent, h)) }
-	op := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(roleOperator, h)) }
-
-	// self: the agent in the path, proven by its credential.
-	self := func(pattern string, h http.HandlerFunc) { agent(pattern, s.agentSelf(h)) }
-
-	agent("POST /v1/agents/register", s.register)
-	self("POST /v1/agents/{agent_id}/claim", s.claim)
-	self("POST /v1/agents/{agent_id}/heartbeat", s.heartbeat)
-	self("POST /v1/agents/{agent_id}/complete", s.complete)
-	self("POST /v1/agents/{agent_id}/logs", s.logs)
-	s.mux.Handle("POST /v1/agents/{agent_id}/deregister", s.auth(roleAgentOrOperator, func(w http.ResponseWriter, r *http.Request) {
-		if s.isOperator(r) {
-			s.deregister(w, r)
-			return
+	s.promHTTP = promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})
+	for _, rt := range routeTable {
+		h := func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) }
+		switch rt.access {
+		case AccessAgent:
+			s.mux.Handle(rt.pattern, s.auth(roleAgent, h))
+		case AccessAgentSelf:
+			// self: the agent in the path, proven by its credential.
+			s.mux.Handle(rt.pattern, s.auth(roleAgent, s.agentSelf(h)))
+		case AccessAgentSelfOrOperator:
+			s.mux.Handle(rt.pattern, s.auth(roleAgentOrOperator, func(w http.ResponseWriter, r *http.Request) {
+				if s.isOperator(r) {
+					h(w, r)
+					return
+				}
+				s.agentSelf(h)(w, r)
+			}))
+		case AccessOperator:
+			s.mux.Handle(rt.pattern, s.auth(roleOperator, h))
+		case AccessOpen:
+			s.mux.HandleFunc(rt.pattern, h)
+		default:
+			panic("api: route " + rt.pattern + " has no access")
 		}
-		s.agentSelf(s.deregister)(w, r)
-	}))
-
-	op("GET /v1/agents", s.listAgents)
-	op("GET /v1/dags", s.listDAGs)
-	op("POST /v1/dags", s.applyDAG)
-	op("GET /v1/dags/{dag_id}", s.getDAG)
-	op("POST /v1/dags/{dag_id}/runs", s.triggerRun)
-	op("GET /v1/runs", s.listRuns)
-	op("GET /v1/runs/{run_id}", s.getRun)
-	op("GET /v1/runs/{run_id}/events", s.runEvents)
-	op("POST /v1/runs/{run_id}/cancel", s.cancelRun)
-	op("GET /v1/runs/{run_id}/tasks/{task_id}/logs", s.readLogs)
-	op("GET /v1/thresholds", s.getThresholds)
-	op("PUT /v1/thresholds", s.putThresholds)
-	op("DELETE /v1/thresholds", s.resetThresholds)
-	op("GET /v1/reap", s.reapDryRun)
-	op("POST /v1/reap", s.reapNow)
-
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /monitor/health", s.monitorHealth)
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})
 }
+
+// metricsHandler serves /metrics from the Prometheus registry.
+func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) { s.promHTTP.ServeHTTP(w, r) }
 
 // auth admits a request whose bearer token matches the role's token.
 func (s *Server) auth(want role, next http.HandlerFunc) http.Handler {

@@ -1,0 +1,178 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api"
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// contract sends requests to a harness and checks each request and reply
+// against api/openapi.json with kin-openapi's openapi3filter.
+type contract struct {
+	t      *testing.T
+	h      *harness
+	router routers.Router
+	seen   map[string]bool // "METHOD /path template" of every route exercised
+}
+
+func newContract(t *testing.T, h *harness) *contract {
+	doc := loadSpec(t)
+	doc.Servers = openapi3.Servers{{URL: h.srv.URL}}
+	router, err := legacy.NewRouter(doc)
+	require.NoError(t, err)
+	return &contract{t: t, h: h, router: router, seen: map[string]bool{}}
+}
+
+// do sends one request and returns the reply's status and body after
+// validating both. checkRequest false skips the request's validation, for
+// requests that are wrong on purpose; the reply is always validated.
+func (c *contract) do(method, path, token, cred string, body any, checkRequest bool, wantStatus int) []byte {
+	c.t.Helper()
+	var raw []byte
+	if body != nil {
+		var err error
+		raw, err = json.Marshal(body)
+		require.NoError(c.t, err)
+	}
+	req, err := http.NewRequest(method, c.h.srv.URL+path, bytes.NewReader(raw))
+	require.NoError(c.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if cred != "" {
+		req.Header.Set(protocol.HeaderAgentCredential, cred)
+	}
+	route, params, err := c.router.FindRoute(req)
+	require.NoError(c.t, err, "%s %s: no operation of the document matches", method, path)
+	c.seen[method+" "+route.Path] = true
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if checkRequest {
+		require.NoError(c.t, openapi3filter.ValidateRequest(context.Background(), in), "%s %s: request vs the document", method, path)
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	require.Equal(c.t, wantStatus, resp.StatusCode, "%s %s: %s", method, path, got)
+	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(got)), Options: &openapi3filter.Options{IncludeResponseStatus: true},
+	})
+	require.NoError(c.t, err, "%s %s: reply %d vs the document: %s", method, path, resp.StatusCode, got)
+	return got
+}
+
+func decodeInto[T any](t *testing.T, raw []byte) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal(raw, &v), string(raw))
+	return v
+}
+
+// TestOpenAPIResponsesConform drives a real server through every route of
+// the route table, with real data in PostgreSQL, and validates each
+// request and reply, errors included, against the document.
+func TestOpenAPIResponsesConform(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := newContract(t, h)
+
+	// Open endpoints.
+	doc := c.do("GET", "/v1/openapi.json", "", "", nil, true, 200)
+	require.Equal(t, api.OpenAPI(), doc, "the served document is the embedded one")
+	c.do("GET", "/metrics", "", "", nil, true, 200)
+	c.do("GET", "/healthz", "", "", nil, true, 200)
+	c.do("GET", "/readyz", "", "", nil, true, 200)
+	c.do("GET", "/monitor/health", "", "", nil, true, 200)
+
+	// Operator: a DAG and a run.
+	yaml := "dag_id: contract\ndescription: the OpenAPI walk\ntasks:\n  - id: hello\n    command: [\"echo\", \"hi\"]\n    retries: 1\n    retry_delay: 1s\n"
+	applied := decodeInto[protocol.ApplyDAGResponse](t, c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: yaml}, true, 200))
+	require.Equal(t, "created", applied.Result)
+	c.do("GET", "/v1/dags", opToken, "", nil, true, 200)
+	c.do("GET", "/v1/dags/contract", opToken, "", nil, true, 200)
+	run := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract/runs", opToken, "", nil, true, 201))
+	c.do("GET", "/v1/runs?state=queued&dag_id=contract&limit=5", opToken, "", nil, true, 200)
+
+	// Agent: register, claim, heartbeat, logs, complete.
+	reg := decodeInto[protocol.RegisterResponse](t, c.do("POST", "/v1/agents/register", agentToken, "",
+		protocol.RegisterRequest{Name: "contract-agent", Tags: []string{"linux"}, Capacity: 2}, true, 200))
+	ap := fmt.Sprintf("/v1/agents/%d", reg.AgentID)
+	claim := decodeInto[protocol.ClaimResponse](t, c.do("POST", ap+"/claim", agentToken, reg.Credential,
+		protocol.ClaimRequest{Slots: 1, Wait: protocol.Duration(10 * time.Second)}, true, 200))
+	require.Len(t, claim.Tasks, 1)
+	task := claim.Tasks[0]
+	c.do("POST", ap+"/heartbeat", agentToken, reg.Credential,
+		protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: task.Attempt, Started: true}}}, true, 200)
+	c.do("POST", ap+"/logs", agentToken, reg.Credential, protocol.LogsRequest{Lines: []protocol.LogLine{
+		{Attempt: task.Attempt, Seq: 1, Stream: protocol.StreamStdout, Time: time.Now(), Line: "hi"},
+		{Attempt: task.Attempt, Seq: 2, Stream: protocol.StreamStderr, Time: time.Now(), Line: "done"},
+	}}, true, 204)
+	c.do("GET", fmt.Sprintf("/v1/runs/%d", run.ID), opToken, "", nil, true, 200)
+	exit := 0
+	c.do("POST", ap+"/complete", agentToken, reg.Credential,
+		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}, true, 200)
+	h.waitRun(run.ID, 10*time.Second)
+
+	// Operator: read it all back.
+	rp := fmt.Sprintf("/v1/runs/%d", run.ID)
+	c.do("GET", "/v1/runs", opToken, "", nil, true, 200)
+	c.do("GET", rp, opToken, "", nil, true, 200)
+	c.do("GET", rp+"/events?after=0&limit=2", opToken, "", nil, true, 200)
+	c.do("GET", rp+"/events", opToken, "", nil, true, 200)
+	logs := decodeInto[protocol.LogList](t, c.do("GET", rp+"/tasks/hello/logs?try=1", opToken, "", nil, true, 200))
+	require.Len(t, logs.Lines, 2)
+	c.do("GET", "/v1/agents", opToken, "", nil, true, 200)
+	c.do("GET", "/v1/thresholds", opToken, "", nil, true, 200)
+	c.do("PUT", "/v1/thresholds", opToken, "", map[string]string{"orphan": "10m"}, true, 200)
+	c.do("DELETE", "/v1/thresholds", opToken, "", nil, true, 200)
+	c.do("GET", "/v1/reap", opToken, "", nil, true, 200)
+	c.do("POST", "/v1/reap", opToken, "", nil, true, 200)
+
+	// Errors: each is an ErrorBody under a status the operation declares.
+	c.do("POST", rp+"/cancel", opToken, "", nil, true, 409)
+	c.do("GET", "/v1/runs/999999", opToken, "", nil, true, 404)
+	c.do("GET", "/v1/dags/nope", opToken, "", nil, true, 404)
+	c.do("GET", "/v1/runs", "", "", nil, false, 401)
+	c.do("GET", "/v1/runs", agentToken, "", nil, false, 403)
+	c.do("GET", "/v1/runs?limit=0", opToken, "", nil, false, 400)
+	c.do("PUT", "/v1/thresholds", opToken, "", map[string]string{"orphan": "-1s"}, false, 400)
+	c.do("POST", "/v1/dags", opToken, "", map[string]string{"yaml": "dag_id: bad\ntasks: []\n"}, true, 400)
+	c.do("POST", ap+"/claim", agentToken, "", protocol.ClaimRequest{}, false, 403)
+	c.do("POST", ap+"/complete", agentToken, reg.Credential,
+		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeFailed, ExitCode: &exit}, true, 409)
+	c.do("POST", "/v1/agents/register", agentToken, "", protocol.RegisterRequest{Name: "contract-agent", Capacity: 1}, true, 409)
+
+	// A run to cancel, then the operator deregisters the agent.
+	run2 := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract/runs", opToken, "", nil, true, 201))
+	c.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", run2.ID), opToken, "", nil, true, 200)
+	c.do("POST", ap+"/deregister", opToken, "", nil, true, 204)
+
+	var missed []string
+	for _, rt := range api.Routes() {
+		if !c.seen[rt.Method+" "+rt.Path] {
+			missed = append(missed, rt.Method+" "+rt.Path)
+		}
+	}
+	require.Empty(t, missed, "routes the walk never exercised: %s", strings.Join(missed, ", "))
+}
