@@ -27,6 +27,12 @@ func (s *Server) getThresholds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toProtocol(s.cfg.Control.Thresholds()))
 }
 
+// thresholdJSONField maps reaper.FieldError fields to the JSON fields of
+// protocol.Thresholds.
+var thresholdJSONField = map[string]string{
+	reaper.FieldAgentLost: "agent_lost", reaper.FieldDispatchLost: "dispatch_lost", reaper.FieldOrphan: "orphan",
+}
+
 // putThresholds validates and stores new thresholds for every replica;
 // an invalid set is a 400 naming each field and rule, and changes nothing.
 func (s *Server) putThresholds(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +51,12 @@ func (s *Server) putThresholds(w http.ResponseWriter, r *http.Request) {
 	}
 	err := ctl.UpdateThresholds(r.Context(), durPtr(req.AgentLost), durPtr(req.DispatchLost), durPtr(req.Orphan))
 	if err != nil {
+		if len(reaper.FieldErrors(err)) == 0 {
+			s.writeStoreError(w, r, err)
+			return
+		}
+		// Name each field as this API's clients know it: the JSON field.
+		err = reaper.RenameFields(err, func(field string) string { return thresholdJSONField[field] })
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}

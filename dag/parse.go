@@ -148,7 +148,9 @@ func LoadPaths(paths ...string) ([]*Spec, error) {
 	return specs, nil
 }
 
-// LoadFiles is LoadPaths keeping each file's path and raw text.
+// LoadFiles is LoadPaths keeping each file's path and raw text. Every
+// bad file is reported (errors.Join), not only the first, and then no
+// file is returned.
 func LoadFiles(paths ...string) ([]File, error) {
 	var files []string
 	seen := make(map[string]bool)
@@ -189,16 +191,22 @@ func LoadFiles(paths ...string) ([]File, error) {
 	}
 	out := make([]File, 0, len(files))
 	declared := make(map[string]string, len(files)) // dag_id -> file
+	var errs []error                                // every bad file, not only the first
 	for _, path := range files {
 		f, err := readFile(path)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		if prev, dup := declared[f.Spec.DAGID]; dup {
-			return nil, fmt.Errorf("%s: %s: dag_id already declared in %s", path, dagRef(f.Spec.DAGID), prev)
+			errs = append(errs, fmt.Errorf("%s: %s: dag_id already declared in %s", path, dagRef(f.Spec.DAGID), prev))
+			continue
 		}
 		declared[f.Spec.DAGID] = path
 		out = append(out, f)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }

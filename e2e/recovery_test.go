@@ -473,10 +473,12 @@ func TestThresholdsCLI(t *testing.T) {
 	defaults := map[string]string{"agent_lost": "1m30s", "dispatch_lost": "3m0s", "orphan": "5m0s"}
 	require.Equal(t, defaults, getJSONThresholds())
 
+	// Rejected by the server: exit 2 as if rejected locally, naming the
+	// flag typed (issue 13, CLI item 3).
 	r := runVigil(t, env, "thresholds", "set", "--agent-lost", "10s")
-	assert.Equal(t, 1, r.Code)
-	assert.Contains(t, r.Stderr, "agent-lost-threshold")
-	assert.Contains(t, r.Stderr, "2 × the heartbeat interval")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "--agent-lost: 10s must be at least 2 × the heartbeat interval")
+	assert.NotContains(t, r.Stderr, "agent-lost-threshold")
 	assert.Empty(t, r.Stdout)
 	assert.Equal(t, defaults, getJSONThresholds(), "a rejected set changes nothing")
 

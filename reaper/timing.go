@@ -70,9 +70,10 @@ func (t Thresholds) ValidateTiming(tm Timing) error {
 		return err
 	}
 	if need := tm.FailoverMinimum(); need > 0 && t.AgentLost <= need {
-		return fmt.Errorf("agent-lost-threshold: %s must exceed election-ttl %s + agent failover bound 2×%s + heartbeat-interval %s = %s, "+
-			"or a healthy agent attached to a frozen replica is reaped before it has failed over (agent request timeout = heartbeat interval, at most %s)",
-			t.AgentLost, tm.ElectionTTL, AgentRequestTimeout(tm.HeartbeatInterval), tm.HeartbeatInterval, need, MaxAgentRequestTimeout)
+		return &FieldError{Field: FieldAgentLost, Value: t.AgentLost, Rule: fmt.Sprintf(
+			"must exceed the election TTL %s + agent failover bound 2×%s + heartbeat interval %s = %s, "+
+				"or a healthy agent attached to a frozen replica is reaped before it has failed over (agent request timeout = heartbeat interval, at most %s)",
+			tm.ElectionTTL, AgentRequestTimeout(tm.HeartbeatInterval), tm.HeartbeatInterval, need, MaxAgentRequestTimeout)}
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestValidateTimingFailoverRule(t *testing.T) {
 	err := th(4 * time.Second).ValidateTiming(pro)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(),
-		"agent-lost-threshold: 4s must exceed election-ttl 3s + agent failover bound 2×1s + heartbeat-interval 1s = 6s")
+		"AgentLost: 4s must exceed the election TTL 3s + agent failover bound 2×1s + heartbeat interval 1s = 6s")
 	require.Error(t, th(6*time.Second).ValidateTiming(pro), "equal is not enough: the reaper compares strictly")
 	require.NoError(t, th(7*time.Second).ValidateTiming(pro))
 	assert.Equal(t, 6*time.Second, pro.FailoverMinimum())

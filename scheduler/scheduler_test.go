@@ -163,8 +163,8 @@ func TestThresholdValidationNamesTheField(t *testing.T) {
 	_, err := New(Config{Store: &store.Store{}, Metrics: metrics.New(), HeartbeatInterval: 15 * time.Second,
 		Thresholds: reaper.Thresholds{AgentLost: 20 * time.Second, DispatchLost: time.Minute, Orphan: 0}})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "agent-lost-threshold: 20s must be at least 2 × the heartbeat interval")
-	assert.Contains(t, err.Error(), "orphan-threshold: 0s is outside 1s..24h0m0s")
+	assert.Contains(t, err.Error(), "AgentLost: 20s must be at least 2 × the heartbeat interval")
+	assert.Contains(t, err.Error(), "Orphan: 0s is outside 1s..24h0m0s")
 
 	_, err = New(Config{Store: &store.Store{}, Metrics: metrics.New(), SweepInterval: time.Hour})
 	require.ErrorContains(t, err, "recovery.sweep-interval")
@@ -188,7 +188,7 @@ func TestSetThresholdsConcurrentlyAndShared(t *testing.T) {
 	assert.Equal(t, want, s.Thresholds())
 
 	err := s.SetAgentLostThreshold(ctx, 9*time.Second)
-	require.ErrorContains(t, err, "agent-lost-threshold")
+	require.ErrorContains(t, err, "AgentLost")
 	assert.Equal(t, want, s.Thresholds(), "a rejected change changes nothing")
 
 	// Another replica, same database: it sees the overrides.

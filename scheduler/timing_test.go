@@ -31,14 +31,14 @@ func TestThresholdsRefuseReapingAcrossFailover(t *testing.T) {
 	cfg := Config{Store: st, Metrics: metrics.New(), HeartbeatInterval: time.Second, ElectionTTL: 3 * time.Second, Thresholds: th}
 	_, err = New(cfg)
 	require.ErrorContains(t, err,
-		"agent-lost-threshold: 4s must exceed election-ttl 3s + agent failover bound 2×1s + heartbeat-interval 1s = 6s")
+		"AgentLost: 4s must exceed the election TTL 3s + agent failover bound 2×1s + heartbeat interval 1s = 6s")
 
 	cfg.Thresholds.AgentLost = 7 * time.Second
 	s, err := New(cfg)
 	require.NoError(t, err)
 	bad := 6 * time.Second
 	err = s.UpdateThresholds(ctx, &bad, nil, nil)
-	require.ErrorContains(t, err, "agent-lost-threshold: 6s must exceed election-ttl 3s + agent failover bound 2×1s + heartbeat-interval 1s = 6s")
+	require.ErrorContains(t, err, "AgentLost: 6s must exceed the election TTL 3s + agent failover bound 2×1s + heartbeat interval 1s = 6s")
 	assert.Equal(t, 7*time.Second, s.Thresholds().AgentLost, "nothing applied")
 	kv, err := st.Settings(ctx)
 	require.NoError(t, err)

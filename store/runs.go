@@ -201,7 +201,7 @@ func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason,
 			return err
 		}
 		if cur.Terminal() {
-			return fmt.Errorf("run %d is already %s: %w", runID, cur, ErrConflict)
+			return fmt.Errorf("it is already %s: %w", cur, ErrConflict)
 		}
 		return cancelRunTx(ctx, tx, runID, reason, message)
 	})

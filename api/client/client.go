@@ -3,8 +3,8 @@
 // operator bearer token; the JSON shapes are those of package protocol.
 //
 // A reply outside 2xx is returned as an *APIError carrying the status and
-// the server's error code and message; transport failures are returned as
-// the *url.Error of net/http.
+// the server's error code and message; a request that got no reply is an
+// *UnreachableError naming the server, wrapping the *url.Error of net/http.
 package client
 
 import (
@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -72,12 +74,50 @@ type APIError struct {
 	Message string
 }
 
-// Error reads like "not_found: run 7: not found (HTTP 404)".
+// Error is the server's message with the status, like "cancel run 1:
+// it is already success (HTTP 409)". The code is left out: the message
+// already says it in words (Code stays available to callers).
 func (e *APIError) Error() string {
 	if e.Code == "" {
 		return fmt.Sprintf("server replied HTTP %d: %s", e.Status, e.Message)
 	}
-	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+}
+
+// UnreachableError is a request that got no reply: the server could not
+// be reached (connection refused, no such host, a timeout). Server is the
+// base URL that was tried; Err the transport error underneath.
+type UnreachableError struct {
+	Server string
+	Err    error
+}
+
+// Error reads like "cannot reach the Vigil server at
+// http://127.0.0.1:8080: connection refused".
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the Vigil server at %s: %s", e.Server, transportCause(e.Err))
+}
+
+// Unwrap returns the transport error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// transportCause is the innermost useful text of a transport error: the
+// *url.Error's and *net.OpError's prefixes (method, URL, "dial tcp",
+// addresses) are dropped, as UnreachableError names the server itself.
+func transportCause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
 }
 
 // ApplyDAG sends one DAG spec as YAML text (POST /v1/dags). The server
@@ -221,7 +261,10 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err // *url.Error names the method and URL
+		if ctx.Err() != nil {
+			return err // cancelled or timed out by the caller
+		}
+		return &UnreachableError{Server: c.base, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

@@ -78,7 +78,7 @@ func TestAPIErrorFromErrorBody(t *testing.T) {
 	var ae *APIError
 	require.True(t, errors.As(err, &ae), "%T %v", err, err)
 	assert.Equal(t, APIError{Status: 404, Code: "not_found", Message: "run 7: not found"}, *ae)
-	assert.Equal(t, "not_found: run 7: not found (HTTP 404)", err.Error())
+	assert.Equal(t, "run 7: not found (HTTP 404)", err.Error(), "the code is not repeated: the message says it")
 	assert.True(t, IsStatus(err, 404))
 }
 
@@ -235,3 +235,17 @@ func TestRunEventsRejectsStuckCursor(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestUnreachableNamesServer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL
+	srv.Close() // nothing listens there now
+	c, err := New(base, "s3cret", nil)
+	require.NoError(t, err)
+	_, err = c.ListDAGs(context.Background())
+	var ue *UnreachableError
+	require.True(t, errors.As(err, &ue), "%T %v", err, err)
+	assert.Equal(t, base, ue.Server)
+	assert.Equal(t, "cannot reach the Vigil server at "+base+": connection refused", err.Error())
+}

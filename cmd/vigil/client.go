@@ -108,6 +108,26 @@ func (o *clientOpts) newClient() (*client.Client, error) {
 	return c, nil
 }
 
+// explainError adds what the user can do about err, when the CLI knows:
+// a server that could not be reached gets a hint on pointing at another.
+// Other errors are returned as they are.
+func explainError(err error) error {
+	var ue *client.UnreachableError
+	if errors.As(err, &ue) {
+		return &hintedError{err: err, hint: "is it running? Point the CLI at another server with --server URL or VIGIL_SERVER=URL"}
+	}
+	return err
+}
+
+// hintedError is an error with a hint printed on the line after it.
+type hintedError struct {
+	err  error
+	hint string
+}
+
+func (e *hintedError) Error() string { return e.err.Error() + "\n  " + e.hint }
+func (e *hintedError) Unwrap() error { return e.err }
+
 // fallbackToken reads <data dir>/operator.token; "" when there is none.
 func fallbackToken() (string, error) {
 	dir := os.Getenv("VIGIL_DATA_DIR")

@@ -51,7 +51,9 @@ func bindConfig(cmd *cobra.Command) error {
 		}
 		if err := setFlag(f, val); err != nil {
 			firstErr = usageError("--%s (from %s): %v", f.Name, source, err)
+			return
 		}
+		_ = cmd.Flags().SetAnnotation(f.Name, sourceAnnotation, []string{source})
 	})
 	return firstErr
 }

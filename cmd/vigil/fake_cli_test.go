@@ -120,7 +120,7 @@ func runCLI(t *testing.T, args ...string) cliResult {
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	err := root.ExecuteContext(ctx)
+	err := explainError(root.ExecuteContext(ctx))
 	return cliResult{stdout: out.String(), stderr: errOut.String(), err: err, code: exitCode(err)}
 }
 

@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vigil-sched/vigil/agent"
 	"github.com/vigil-sched/vigil/api"
@@ -44,6 +46,7 @@ type liteOpts struct {
 // share: listen address, tokens, intervals, recovery and retention.
 type planeOpts struct {
 	listen                          string
+	ln                              net.Listener // listenAPI(listen), taken early; nil: listen here
 	agentToken, operatorToken       string
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
@@ -106,7 +109,7 @@ func (p *planeOpts) validate() error {
 		return usageError("--tick-interval: %s is outside 10ms..1m", p.tickInterval)
 	}
 	if err := p.recovery.thresholds().Validate(p.heartbeatInterval); err != nil {
-		return usageError("%v", err)
+		return usageError("%v", nameThresholdFields(err, p.recovery.flags))
 	}
 	if err := p.recovery.retention.Validate(); err != nil {
 		return usageError("%v", err)
@@ -123,6 +126,7 @@ type recoveryOpts struct {
 	agentLost, dispatchLost, orphan, sweepInterval time.Duration
 	retention                                      scheduler.Retention
 	massSilence                                    reaper.MassSilence
+	flags                                          *pflag.FlagSet // names a rejected threshold's source
 }
 
 // configSection marks flags that live under a section of the YAML config
@@ -131,7 +135,7 @@ const configSection = "vigil/config-section"
 
 // addRecoveryFlags adds the reaper flags to cmd.
 func addRecoveryFlags(cmd *cobra.Command) *recoveryOpts {
-	r := &recoveryOpts{}
+	r := &recoveryOpts{flags: cmd.Flags()}
 	f := cmd.Flags()
 	f.DurationVar(&r.agentLost, "agent-lost-threshold", reaper.DefaultAgentLost, "running TI silent this long is reaped (≥ 2 × heartbeat interval, 1s..2h)")
 	f.DurationVar(&r.dispatchLost, "dispatch-lost-threshold", reaper.DefaultDispatchLost, "queued TI no active agent can take is failed after this long (1s..24h)")
@@ -199,6 +203,13 @@ func (o *liteOpts) validate() error {
 }
 
 func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
+	// Take the listen port first: a busy port must fail in milliseconds,
+	// before initdb and the migrations have done minutes of work.
+	ln, err := listenAPI(o.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // a no-op once the API server has taken it over
 	url := o.databaseURL
 	if url == "" {
 		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(o.dataDir, "pg"), Logger: log})
@@ -241,7 +252,7 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 		}
 	}
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
-		store: st, log: log, listen: o.listen, agentToken: agentToken, operatorToken: opToken, tls: &o.tls,
+		store: st, log: log, listen: o.listen, ln: ln, agentToken: agentToken, operatorToken: opToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
 			return leader.NewStatic(st, replicaID(), log, m), nil
@@ -259,12 +270,28 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	return cp.shutdown()
 }
 
+// listenAPI opens the API's listen address. A port already in use is an
+// error naming --listen with a hint to pick another; callers take it
+// before any slow start-up work (initdb, migrations).
+func listenAPI(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("--listen %s: the address is already in use (another vigil or another program holds it); "+
+			"stop it or pick a free address with --listen, e.g. --listen 127.0.0.1:8081", addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
 // controlPlaneConfig is what Lite and Pro share: store, API, scheduler and
 // an elector.
 type controlPlaneConfig struct {
 	store                           *store.Store
 	log                             *slog.Logger
 	listen                          string
+	ln                              net.Listener // listenAPI(listen), taken early; nil: listen here
 	agentToken, operatorToken       string
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
@@ -295,7 +322,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	})
 	if err != nil {
 		listener.Close()
-		return nil, usageError("%v", err)
+		return nil, usageError("%v", nameThresholdFields(err, cfg.recovery.flags))
 	}
 	el, err := cfg.elector(m)
 	if err != nil {
@@ -311,10 +338,12 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		listener.Close()
 		return nil, usageError("%v", err)
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		listener.Close()
-		return nil, fmt.Errorf("--listen %s: %w", cfg.listen, err)
+	ln := cfg.ln
+	if ln == nil {
+		if ln, err = listenAPI(cfg.listen); err != nil {
+			listener.Close()
+			return nil, err
+		}
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	httpSrv.RegisterOnShutdown(srv.Drain)

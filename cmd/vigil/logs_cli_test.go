@@ -80,7 +80,7 @@ func TestLogsNotFound(t *testing.T) {
 		protocol.ErrorBody{Error: protocol.ErrorDetail{Code: protocol.CodeNotFound, Message: `run 12 task "nope": not found`}})
 	r := runCLI(t, append([]string{"logs", "12", "nope", "--follow"}, f.serverArgs()...)...)
 	assert.Equal(t, exitError, r.code)
-	assert.Contains(t, r.err.Error(), "not_found")
+	assert.Contains(t, r.err.Error(), `run 12 task "nope": not found (HTTP 404)`)
 }
 
 func TestLogsBadTry(t *testing.T) {

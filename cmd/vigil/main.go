@@ -51,6 +51,7 @@ func exitCode(err error) int {
 	if err == nil {
 		return exitOK
 	}
+	err = explainError(err)
 	fmt.Fprintln(os.Stderr, "vigil:", err)
 	var ec *exitCodeError
 	if errors.As(err, &ec) {

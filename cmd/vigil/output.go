@@ -40,6 +40,16 @@ func fmtTime(t time.Time) string {
 	return t.Local().Truncate(time.Second).Format(time.RFC3339)
 }
 
+// fmtEventTime is an event's time in local time, RFC 3339 with
+// milliseconds: events of one run are often less than a second apart, and
+// their order must be readable from the table.
+func fmtEventTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")
+}
+
 // fmtTimePtr is fmtTime for an optional time.
 func fmtTimePtr(t *time.Time) string {
 	if t == nil {

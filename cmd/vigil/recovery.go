@@ -154,7 +154,7 @@ func newThresholdsCmd() *cobra.Command {
 			}
 			var th protocol.Thresholds
 			if err := c.Do(cmd.Context(), http.MethodPut, "/v1/thresholds", upd, &th); err != nil {
-				return err
+				return serverRejectedThresholds(err)
 			}
 			return show(cmd, th)
 		},

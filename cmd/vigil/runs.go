@@ -189,11 +189,28 @@ func tiProgress(ti protocol.TaskInstance) string {
 	if state.TI(ti.State) == state.TISuccess {
 		return s
 	}
-	if ti.Reason != "" {
-		s += ": " + ti.Reason
+	return s + explain(ti.State, ti.Reason, ti.Message)
+}
+
+// explain is ": reason: message" for a progress line, saying each thing
+// once: a reason equal to the state ("upstream_failed upstream_failed")
+// is left out, and so is a message's leading restatement of the state
+// ("upstream failed: boom failed" after upstream_failed is "boom failed").
+func explain(st, reason, message string) string {
+	var s string
+	if reason != "" && reason != st {
+		s += ": " + reason
 	}
-	if ti.Message != "" {
-		s += ": " + ti.Message
+	for _, said := range []string{st, reason} {
+		if said == "" {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(message, strings.ReplaceAll(said, "_", " ")+": "); ok {
+			message = rest
+		}
+	}
+	if message != "" {
+		s += ": " + message
 	}
 	return s
 }
@@ -205,7 +222,7 @@ func runSummary(r protocol.Run) string {
 	if state.Run(r.State) == state.RunSuccess {
 		return s
 	}
-	if r.Reason != "" {
+	if r.Reason != "" && r.Reason != r.State {
 		s += " (" + r.Reason + ")"
 	}
 	if r.Message != "" {
@@ -374,7 +391,7 @@ from the event after --after (0: the start) to the end.`, protocol.EventsPageMax
 			tw := newTable(cmd.OutOrStdout())
 			tableRow(tw, "TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE")
 			for _, e := range events {
-				tableRow(tw, fmtTime(e.Time), e.Kind, tableCell(e.TaskID), fmtOptInt(e.TryNumber), fmtOptInt(e.AgentID), tableCell(e.Message))
+				tableRow(tw, fmtEventTime(e.Time), e.Kind, tableCell(e.TaskID), fmtOptInt(e.TryNumber), fmtOptInt(e.AgentID), tableCell(e.Message))
 			}
 			return tw.Flush()
 		},

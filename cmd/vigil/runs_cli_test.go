@@ -113,7 +113,7 @@ func TestRunsTriggerAPIError(t *testing.T) {
 	f := newFakeAPI(t)
 	r := runCLI(t, "runs", "trigger", "nope", "--server", f.URL, "--token", "wrong")
 	assert.Equal(t, exitError, r.code)
-	assert.Contains(t, r.err.Error(), "unauthorized: invalid bearer token (HTTP 401)")
+	assert.Contains(t, r.err.Error(), "invalid bearer token (HTTP 401)")
 }
 
 func TestBadRunIDIsUsage(t *testing.T) {
@@ -248,8 +248,8 @@ func TestRunsEvents(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3)
 	assert.Equal(t, []string{"TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{fmtTime(cliTime(0)), "run_queued", "-", "-", "-", "triggered"}, strings.Fields(lines[1]))
-	assert.Equal(t, []string{fmtTime(cliTime(1)), "ti_claimed", "extract", "1", "4", "claimed"}, strings.Fields(lines[2]))
+	assert.Equal(t, []string{fmtEventTime(cliTime(0)), "run_queued", "-", "-", "-", "triggered"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{fmtEventTime(cliTime(1)), "ti_claimed", "extract", "1", "4", "claimed"}, strings.Fields(lines[2]))
 	assert.Equal(t, []string{"GET /v1/runs/12/events?limit=500"}, f.requestLog(), "one page of the default size")
 }
 
@@ -292,7 +292,7 @@ func TestRunsEventsReadsEveryPage(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 1+7)
 	for i, l := range lines[1:] {
-		assert.Equal(t, []string{fmtTime(cliTime(i)), "ti_state", "-", "-", "-", "event", strconv.Itoa(10 + 3*i)}, strings.Fields(l))
+		assert.Equal(t, []string{fmtEventTime(cliTime(i)), "ti_state", "-", "-", "-", "event", strconv.Itoa(10 + 3*i)}, strings.Fields(l))
 	}
 	assert.Equal(t, []string{
 		"GET /v1/runs/12/events?limit=3",

@@ -83,7 +83,7 @@ func (o *serverOpts) validate() error {
 	// reaped before it has moved to another (docs/scheduler-resilience.md).
 	tm := reaper.Timing{HeartbeatInterval: o.heartbeatInterval, ElectionTTL: o.electionTTL}
 	if err := o.recovery.thresholds().ValidateTiming(tm); err != nil {
-		return usageError("%v", err)
+		return usageError("%v", nameThresholdFields(err, o.recovery.flags))
 	}
 	return nil
 }
@@ -120,6 +120,12 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// A busy listen port fails before the migrations (see listenAPI).
+	ln, err := listenAPI(o.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // a no-op once the API server has taken it over
 	if err := store.Migrate(ctx, o.databaseURL); err != nil {
 		return err
 	}
@@ -141,7 +147,7 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	}
 	defer etcd.Close()
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
-		store: st, log: log.With("replica", o.replicaID), listen: o.listen,
+		store: st, log: log.With("replica", o.replicaID), listen: o.listen, ln: ln,
 		agentToken: o.agentToken, operatorToken: o.operatorToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		electionTTL: o.electionTTL,

@@ -10,10 +10,11 @@ import (
 )
 
 // failoverArithmetic is the error for TTL 3s, heartbeat 1s and the given
-// agent-lost threshold.
-func failoverArithmetic(agentLost string) string {
-	return "agent-lost-threshold: " + agentLost +
-		" must exceed election-ttl 3s + agent failover bound 2×1s + heartbeat-interval 1s = 6s"
+// agent-lost threshold, named as source (the flag, variable or file key
+// the value came from).
+func failoverArithmetic(source, agentLost string) string {
+	return source + ": " + agentLost +
+		" must exceed the election TTL 3s + agent failover bound 2×1s + heartbeat interval 1s = 6s"
 }
 
 // TestServerRefusesReapingAcrossFailover (issue 10 item 1): `vigil server`
@@ -33,13 +34,13 @@ func TestServerRefusesReapingAcrossFailover(t *testing.T) {
 	r := runCLI(t, append(base, "--election-ttl", "3s", "--heartbeat-interval", "1s", "--agent-lost-threshold", "4s")...)
 	assert.Equal(t, exitUsage, r.code)
 	require.Error(t, r.err)
-	assert.Contains(t, r.err.Error(), failoverArithmetic("4s"))
+	assert.Contains(t, r.err.Error(), failoverArithmetic("--agent-lost-threshold", "4s"))
 
 	t.Setenv("VIGIL_AGENT_LOST_THRESHOLD", "6s")
 	r = runCLI(t, append(base, "--election-ttl", "3s", "--heartbeat-interval", "1s")...)
 	assert.Equal(t, exitUsage, r.code)
 	require.Error(t, r.err)
-	assert.Contains(t, r.err.Error(), failoverArithmetic("6s"))
+	assert.Contains(t, r.err.Error(), failoverArithmetic("VIGIL_AGENT_LOST_THRESHOLD", "6s"))
 	require.NoError(t, os.Unsetenv("VIGIL_AGENT_LOST_THRESHOLD"))
 
 	cfg := filepath.Join(t.TempDir(), "vigil.yaml")
@@ -51,5 +52,5 @@ recovery:
 	r = runCLI(t, append(base, "--config", cfg)...)
 	assert.Equal(t, exitUsage, r.code)
 	require.Error(t, r.err)
-	assert.Contains(t, r.err.Error(), failoverArithmetic("5s"))
+	assert.Contains(t, r.err.Error(), failoverArithmetic("config file key recovery.agent-lost-threshold", "5s"))
 }
