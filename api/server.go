@@ -382,11 +382,11 @@ func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, err err
 	case errors.As(err, &inUse):
 		writeError(w, http.StatusConflict, protocol.CodeNameInUse, err.Error())
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, err.Error())
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, storeMessage(err, store.ErrNotFound))
 	case errors.Is(err, store.ErrForbidden):
-		writeError(w, http.StatusForbidden, protocol.CodeForbidden, err.Error())
+		writeError(w, http.StatusForbidden, protocol.CodeForbidden, storeMessage(err, store.ErrForbidden))
 	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, protocol.CodeConflict, err.Error())
+		writeError(w, http.StatusConflict, protocol.CodeConflict, storeMessage(err, store.ErrConflict))
 	case r.Context().Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "request cancelled")
 	default:
