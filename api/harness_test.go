@@ -74,7 +74,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status,
 	})
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(conformReplies(t, srv.Handler()))
 	done := make(chan struct{})
 	if !opts.noScheduler {
 		go func() {
