@@ -2,7 +2,11 @@ package api_test
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -227,5 +231,37 @@ func TestDocsAPIListsEveryOperation(t *testing.T) {
 	require.NoError(t, err)
 	for key := range specOperations(loadSpec(t)) {
 		assertTrue(t, strings.Contains(string(md), "`"+key+"`"), "docs/api.md does not mention `%s`", key)
+	}
+}
+
+// TestRoutesOnlyFromTable fails when a file of package api registers a
+// route with mux.Handle or HandleFunc outside the route table: such a
+// route would escape TestOpenAPIMatchesRouteTable. The only literal
+// pattern allowed is the catch-all "/".
+func TestRoutesOnlyFromTable(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+				return true
+			}
+			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING && lit.Value != `"/"` {
+				t.Errorf("%s: route %s is registered outside routeTable (api/server.go): add it to the table, "+
+					"api/openapi.json and docs/api.md", fset.Position(call.Pos()), lit.Value)
+			}
+			return true
+		})
 	}
 }
