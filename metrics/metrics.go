@@ -103,7 +103,21 @@ type Metrics struct {
 	// MassSilenceBrake is 1 while the leader's mass-silence brake holds
 	// agent-lost and dispatch-lost reaping, else 0.
 	MassSilenceBrake prometheus.Gauge
+
+	// TaskInstances is the number of task instances in state queued and
+	// in state running ({state}), counted by the leader every sweep
+	// interval from the partial index of live task instances, never from
+	// history; it saturates at TaskInstancesCap. A follower keeps the
+	// value of its last term: read it where vigil_leader is 1.
+	TaskInstances *prometheus.GaugeVec
 }
+
+// TaskInstancesCap is where vigil_task_instances saturates: one count
+// reads at most this many live task instances.
+const TaskInstancesCap = 100000
+
+// TaskInstanceStates are the states vigil_task_instances reports.
+func TaskInstanceStates() []string { return []string{"queued", "running"} }
 
 // New creates and registers every collector on a fresh registry.
 func New() *Metrics {
@@ -153,6 +167,10 @@ func New() *Metrics {
 			Name: "vigil_mass_silence_brake",
 			Help: "1 while the mass-silence brake holds agent-lost and dispatch-lost reaping, else 0.",
 		}),
+		TaskInstances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vigil_task_instances",
+			Help: "Task instances queued or running (by state), counted by the leader from the live-TI index; saturates at 100000.",
+		}, []string{"state"}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_http_requests_total", Help: "API requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -166,7 +184,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
-		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake,
+		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake, m.TaskInstances,
 	)
 	// From zero: every decision and every reaper's duration exists before
 	// anything happens, so rate() has a first sample to start from.
@@ -175,6 +193,9 @@ func New() *Metrics {
 	}
 	for _, name := range ReaperNames() {
 		m.ReaperDuration.WithLabelValues(name)
+	}
+	for _, st := range TaskInstanceStates() {
+		m.TaskInstances.WithLabelValues(st)
 	}
 	return m
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // series gathers m and returns, for the named family, each series's
-// first label value and its counter value or histogram count; ok is false
+// first label value and its counter or gauge value or histogram count; ok is false
 // when the family is not exposed.
 func series(t *testing.T, m *metrics.Metrics, name string) (map[string]float64, bool) {
 	t.Helper()
@@ -23,7 +23,7 @@ func series(t *testing.T, m *metrics.Metrics, name string) (map[string]float64, 
 		}
 		out := map[string]float64{}
 		for _, s := range mf.GetMetric() {
-			v := s.GetCounter().GetValue() + float64(s.GetHistogram().GetSampleCount())
+			v := s.GetCounter().GetValue() + s.GetGauge().GetValue() + float64(s.GetHistogram().GetSampleCount())
 			out[s.GetLabel()[0].GetValue()] = v
 		}
 		return out, true
@@ -99,5 +99,18 @@ func TestMetricsDecideAddsToInitialised(t *testing.T) {
 	got, _ := series(t, m, "vigil_scheduler_decisions_total")
 	if got[metrics.DecisionAgentLost] != 2 || got[metrics.DecisionDispatchLost] != 0 {
 		t.Errorf("agent_lost = %v, dispatch_lost = %v; want 2 and 0", got[metrics.DecisionAgentLost], got[metrics.DecisionDispatchLost])
+	}
+}
+
+// TestMetricsTaskInstancesFromZero: vigil_task_instances exposes queued
+// and running at 0 before the leader's first count.
+func TestMetricsTaskInstancesFromZero(t *testing.T) {
+	got, ok := series(t, metrics.New(), "vigil_task_instances")
+	if !ok {
+		t.Fatal("vigil_task_instances is not exposed before the first count")
+	}
+	want := map[string]float64{"queued": 0, "running": 0}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("vigil_task_instances = %v, want %v", got, want)
 	}
 }
