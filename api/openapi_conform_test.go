@@ -102,6 +102,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	require.Equal(t, api.OpenAPI(), doc, "the served document is the embedded one")
 	c.do("GET", "/metrics", "", "", nil, true, 200)
 	c.do("GET", "/healthz", "", "", nil, true, 200)
+	c.do("GET", "/v1/version", "", "", nil, true, 200)
 	c.do("GET", "/readyz", "", "", nil, true, 200)
 	c.do("GET", "/monitor/health", "", "", nil, true, 200)
 

@@ -160,6 +160,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"Event": protocol.Event{}, "EventList": protocol.EventList{}, "StoredLogLine": protocol.StoredLogLine{},
 		"LogList": protocol.LogList{}, "ReapCandidate": protocol.ReapCandidate{}, "ReapReport": protocol.ReapReport{},
 		"Thresholds": protocol.Thresholds{}, "Agent": protocol.Agent{}, "AgentList": protocol.AgentList{},
+		"VersionInfo": protocol.VersionInfo{}, "GraceNotice": protocol.GraceNotice{},
 		"HealthReport": api.HealthReport{}, "MassSilenceBrake": api.MassSilenceBrake{}, "LeaderStatus": leader.Status{},
 	}
 	requests := map[string]any{

@@ -70,6 +70,7 @@ type Config struct {
 	HeartbeatInterval time.Duration        // told to agents at register; default 15s
 	Control           Control              // required for /monitor/health, thresholds and reap
 	LeaderStatus      func() leader.Status // optional
+	Version           string               // the build, for GET /v1/version; default "dev"
 }
 
 // Server is the HTTP API. Build it with New and mount Handler.
@@ -188,6 +189,7 @@ var routeTable = []route{
 	{"POST /v1/reap", AccessOperator, (*Server).reapNow},
 
 	{"GET /v1/openapi.json", AccessOpen, (*Server).openAPI},
+	{"GET /v1/version", AccessOpen, (*Server).version},
 	{"GET /metrics", AccessOpen, (*Server).metricsHandler},
 	{"GET /healthz", AccessOpen, (*Server).healthz},
 	{"GET /readyz", AccessOpen, (*Server).readyz},

@@ -95,8 +95,9 @@ func TestEphemeralAgentDeregistersOnExit(t *testing.T) {
 	assert.Equal(t, 0, agent.waitExit(t, 30*time.Second), "a clean ephemeral exit")
 	out, code := cli(t, lite, "agents", "list", "-o", "json")
 	require.Equal(t, 0, code, out)
-	var agents []protocol.Agent
-	require.NoError(t, json.Unmarshal([]byte(out), &agents))
+	var list protocol.AgentList // the API's shape (GET /v1/agents)
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	agents := list.Agents
 	require.Len(t, agents, 1)
 	assert.Equal(t, id, agents[0].ID)
 	assert.Equal(t, "deregistered", agents[0].State)

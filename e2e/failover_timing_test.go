@@ -118,9 +118,9 @@ tasks:
 	}
 	resp := runVigil(t, env, "runs", "events", fmt.Sprint(run.ID), "-o", "json")
 	require.Equal(t, 0, resp.Code, resp.Stderr)
-	var evs []protocol.Event
-	require.NoError(t, json.Unmarshal([]byte(resp.Stdout), &evs))
-	for _, e := range evs {
+	var list protocol.EventList // the API's shape (GET /v1/runs/{id}/events)
+	require.NoError(t, json.Unmarshal([]byte(resp.Stdout), &list))
+	for _, e := range list.Events {
 		switch e.Kind {
 		case "agent_lost", "agent_lost_requeued", "dispatch_lost", "orphan_reaped", "execution_timeout":
 			t.Errorf("a reap decision across the failover: %+v", e)

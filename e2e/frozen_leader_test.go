@@ -197,8 +197,9 @@ func eventKinds(t *testing.T, env []string, run int64) []string {
 	t.Helper()
 	r := runVigil(t, env, "runs", "events", fmt.Sprint(run), "-o", "json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	var evs []protocol.Event
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &evs))
+	var list protocol.EventList // the API's shape (GET /v1/runs/{id}/events)
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &list))
+	evs := list.Events
 	kinds := make([]string, len(evs))
 	for i, e := range evs {
 		kinds[i] = e.Kind

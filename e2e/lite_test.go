@@ -50,8 +50,9 @@ func TestLiteRunsExamplePipeline(t *testing.T) {
 
 	out, code = cli(t, lite, "runs", "list", "-o", "json")
 	require.Equal(t, 0, code)
-	var runs []protocol.Run
-	require.NoError(t, json.Unmarshal([]byte(out), &runs), "runs list -o json: %q", out)
+	var list protocol.RunList // the API's shape (GET /v1/runs)
+	require.NoError(t, json.Unmarshal([]byte(out), &list), "runs list -o json: %q", out)
+	runs := list.Runs
 	require.Len(t, runs, 1)
 	assert.Equal(t, runID, runs[0].ID)
 	assert.Equal(t, "pipeline", runs[0].DAGID)
@@ -92,15 +93,16 @@ func TestLiteRunsExamplePipeline(t *testing.T) {
 	// the same timeline, and --after starts past an event.
 	out, code = cli(t, lite, "runs", "events", strconv.FormatInt(runID, 10), "--limit", "3", "-o", "json")
 	require.Equal(t, 0, code, out)
-	var paged []protocol.Event
+	var paged protocol.EventList // the API's shape, every page in one
 	require.NoError(t, json.Unmarshal([]byte(out), &paged))
+	assert.Nil(t, paged.NextCursor, "every page was read")
 	require.Greater(t, len(events), 3, "the run has several pages of 3 events")
-	assert.Equal(t, events, paged)
+	assert.Equal(t, events, paged.Events)
 	out, code = cli(t, lite, "runs", "events", strconv.FormatInt(runID, 10), "--after", strconv.FormatInt(events[1].ID, 10), "--limit", "2", "-o", "json")
 	require.Equal(t, 0, code, out)
-	var pastSecond []protocol.Event
+	var pastSecond protocol.EventList
 	require.NoError(t, json.Unmarshal([]byte(out), &pastSecond))
-	assert.Equal(t, events[2:], pastSecond)
+	assert.Equal(t, events[2:], pastSecond.Events)
 
 	// The tasks really did the work: the merged aggregate has one line per
 	// key (12 keys), and report removed the bulky input.

@@ -179,7 +179,7 @@ tasks:
 	resp := runVigil(t, []string{"VIGIL_SERVER=" + next.url, "VIGIL_TOKEN=" + operatorToken},
 		"runs", "events", fmt.Sprint(run.ID), "-o", "json")
 	require.Equal(t, 0, resp.Code, resp.Stderr)
-	require.NoError(t, json.Unmarshal([]byte(resp.Stdout), &evs.Events))
+	require.NoError(t, json.Unmarshal([]byte(resp.Stdout), &evs))
 	for _, e := range evs.Events {
 		switch e.Kind {
 		case "agent_lost", "agent_lost_requeued", "dispatch_lost", "orphan_reaped", "execution_timeout":

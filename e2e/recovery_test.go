@@ -355,10 +355,15 @@ tasks:
 	// the dispatch-lost one: it judges agents active by their heartbeats,
 	// which an outage stops too, and observes the same grace (278215b).
 	rep := reapReport(t, lite, true)
-	t.Logf("dry run in grace: %q, candidates %+v", rep.Grace, rep.Candidates)
+	t.Logf("dry run in grace: %+v, candidates %+v", rep.Grace, rep.Candidates)
 	assert.True(t, rep.DryRun)
-	assert.Contains(t, rep.Grace, "agent-lost reaper in post-leadership grace")
-	assert.Contains(t, rep.Grace, "dispatch-lost reaper in post-leadership grace")
+	assert.Contains(t, rep.GraceText(), "agent-lost reaper in post-leadership grace")
+	assert.Contains(t, rep.GraceText(), "dispatch-lost reaper in post-leadership grace")
+	reapers := map[string]bool{}
+	for _, n := range rep.Grace {
+		reapers[n.Reaper] = true
+	}
+	assert.True(t, reapers["agent_lost"] && reapers["dispatch_lost"], "grace is a list of {reaper, message}: %+v", rep.Grace)
 	assert.Empty(t, tiCandidates(rep), "no task instance is a candidate during the grace")
 
 	// Restart with a 2 s agent-lost threshold, so the new leader's grace

@@ -62,7 +62,7 @@ func TestMassSilenceBrakeLetsOneDeadAgentAmongFourBeReaped(t *testing.T) {
 	e.silence(agents[0], 100*time.Second)
 
 	rep := e.sweepAt(e.dbNow(), e.oldTerm())
-	assert.NotContains(t, rep.Grace, "mass-silence")
+	assert.NotContains(t, rep.GraceText(), "mass-silence")
 	assert.Equal(t, state.TIFailed, e.ti(runID, tasks[0].TaskID).State, "the dead agent's task is reaped")
 	assert.Equal(t, state.ReasonAgentLost, e.ti(runID, tasks[0].TaskID).Reason)
 	for _, task := range tasks[1:] {
@@ -89,7 +89,7 @@ func TestMassSilenceBrakeHoldsThreeSilentAmongFourUntilTheyReturn(t *testing.T) 
 	for sweep := 0; sweep < 2; sweep++ {
 		rep := e.sweepAt(now.Add(time.Duration(sweep)*time.Second), e.oldTerm())
 		assert.Empty(t, rep.Candidates, "sweep %d: held", sweep)
-		assert.Contains(t, rep.Grace, "mass-silence brake engaged: 3 of 4 active agents went silent")
+		assert.Contains(t, rep.GraceText(), "mass-silence brake engaged: 3 of 4 active agents went silent")
 	}
 	for _, task := range tasks {
 		assert.Equal(t, state.TIRunning, e.ti(runID, task.TaskID).State, "%s is not reaped", task.TaskID)
@@ -110,7 +110,7 @@ func TestMassSilenceBrakeHoldsThreeSilentAmongFourUntilTheyReturn(t *testing.T) 
 	e.started(agents[1], tasks[1])
 	e.started(agents[2], tasks[2])
 	rep := e.sweepAt(e.dbNow(), e.oldTerm())
-	assert.NotContains(t, rep.Grace, "mass-silence")
+	assert.NotContains(t, rep.GraceText(), "mass-silence")
 	assert.False(t, e.reapers.Brake().Engaged, "released")
 	assert.Zero(t, testutil.ToFloat64(e.metrics.MassSilenceBrake))
 	assert.Equal(t, state.TIFailed, e.ti(runID, tasks[0].TaskID).State, "the one still silent is reaped")
@@ -132,7 +132,7 @@ func TestMassSilenceBrakeIsBypassedByAForcedSweep(t *testing.T) {
 	e.clock.Set(e.dbNow())
 	dry, err := e.reapers.DryRun(e.ctx, e.oldTerm())
 	require.NoError(t, err)
-	assert.Contains(t, dry.Grace, "bypassed by this forced sweep")
+	assert.Contains(t, dry.GraceText(), "bypassed by this forced sweep")
 	n := 0
 	for _, c := range dry.Candidates {
 		if c.Decision == "agent_lost" {
@@ -146,7 +146,7 @@ func TestMassSilenceBrakeIsBypassedByAForcedSweep(t *testing.T) {
 	term.Force = true
 	rep, err := e.reapers.Sweep(e.ctx, term)
 	require.NoError(t, err)
-	assert.Contains(t, rep.Grace, "bypassed by this forced sweep")
+	assert.Contains(t, rep.GraceText(), "bypassed by this forced sweep")
 	for _, task := range tasks[:3] {
 		assert.Equal(t, state.TIFailed, e.ti(runID, task.TaskID).State)
 	}
@@ -201,7 +201,7 @@ func TestMassSilenceBrakeIsBypassedOnceByAForcedSweepThroughAFollower(t *testing
 
 	require.NoError(t, e.store.RequestForcedSweep(e.ctx))
 	rep := e.sweepAt(now.Add(time.Second), e.oldTerm())
-	assert.Contains(t, rep.Grace, "bypassed by the forced sweep requested through a follower")
+	assert.Contains(t, rep.GraceText(), "bypassed by the forced sweep requested through a follower")
 	for _, task := range tasks[:3] {
 		assert.Equal(t, state.TIFailed, e.ti(runID, task.TaskID).State)
 	}

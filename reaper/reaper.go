@@ -218,8 +218,8 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Term, th Thresholds, dry bool, rep *protocol.ReapReport) error {
 	for ctx.Err() == nil {
 		plans, grace, err := r.reaper(name)(ctx, now, term, th)
-		if grace != "" {
-			rep.Grace = strings.TrimSpace(rep.Grace + "\n" + grace)
+		for _, line := range strings.Split(strings.TrimSpace(grace), "\n") {
+			rep.AddGrace(protocol.GraceNotice{Reaper: name, Message: strings.TrimSpace(line)})
 		}
 		if err == nil && dry && name == ReaperDispatchLost && len(plans) < r.cfg.Batch &&
 			graceNotice(name, now, term, th) == "" {

@@ -128,7 +128,7 @@ func TestPostLeadershipGraceHolds(t *testing.T) {
 
 	rep := e.sweepAt(now, term)
 	assert.Empty(t, rep.Candidates)
-	assert.Contains(t, rep.Grace, "grace")
+	assert.Contains(t, rep.GraceText(), "grace")
 	assert.Equal(t, state.TIRunning, e.ti(runID, "a").State)
 
 	// The agent reconnects within the grace: nothing is ever reaped, even
@@ -348,7 +348,7 @@ func TestDispatchLostWaitsOutThePostLeadershipGrace(t *testing.T) {
 	now := e.dbNow()
 	rep := e.sweepAt(now, reaper.Term{Epoch: epoch, GraceStart: now.Add(-10 * time.Second)})
 	assert.Empty(t, rep.Candidates)
-	assert.Contains(t, rep.Grace, "dispatch-lost reaper in post-leadership grace")
+	assert.Contains(t, rep.GraceText(), "dispatch-lost reaper in post-leadership grace")
 	assert.Equal(t, state.TIQueued, e.ti(runID, "a").State)
 
 	rep = e.sweepAt(now, e.oldTerm())

@@ -101,7 +101,7 @@ func TestMassSilenceBrakeHoldsTheServicesButNotAForcedSweep(t *testing.T) {
 
 	rep, err := s.SweepNow(ctx)
 	require.NoError(t, err)
-	assert.Contains(t, rep.Grace, "bypassed by this forced sweep")
+	assert.Contains(t, rep.GraceText(), "bypassed by this forced sweep")
 	assert.Equal(t, state.TIFailed, tiState(), "vigil reap reaps past the brake")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.Decisions.WithLabelValues(metrics.DecisionAgentLost)))
 }

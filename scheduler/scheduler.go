@@ -243,6 +243,7 @@ func (s *Scheduler) services(epoch int64, stall *stallDetector) (*maintenance.Gr
 		maintenance.New(maintenance.Config{Name: ServiceReconcile, Interval: s.cfg.ReconcileInterval, InitialDelay: s.cfg.ReconcileInterval},
 			func(ctx context.Context) error { _, err := s.Reconcile(ctx, epoch); return err }),
 		maintenance.New(maintenance.Config{Name: ServiceSettings, Interval: s.cfg.SweepInterval}, s.RefreshThresholds),
+		maintenance.New(maintenance.Config{Name: ServiceTICounts, Interval: s.cfg.SweepInterval}, s.CountTaskInstances),
 	}
 	for _, name := range reaper.Names() {
 		reap := sub(store.ChanReap)
@@ -349,8 +350,8 @@ func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
 		}
 		all.Candidates = append(all.Candidates, rep.Candidates...)
 		all.Errors = append(all.Errors, rep.Errors...)
-		if rep.Grace != "" {
-			all.Grace = strings.TrimSpace(all.Grace + "\n" + rep.Grace)
+		for _, n := range rep.Grace {
+			all.AddGrace(n)
 		}
 	}
 	return all, nil
@@ -366,7 +367,8 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 	t := s.currentTerm()
 	if t == nil {
 		rep, err := s.reapers.DryRun(ctx, reaper.Term{})
-		rep.Grace = "this replica does not lead: candidates are listed without the leader's post-leadership grace"
+		rep.Grace = []protocol.GraceNotice{{Reaper: reaper.ReaperAgentLost,
+			Message: "this replica does not lead: candidates are listed without the leader's post-leadership grace"}}
 		return rep, err
 	}
 	return s.reapers.DryRun(ctx, *t)

@@ -112,7 +112,7 @@ func BenchmarkIdleSweep(b *testing.B) {
 				return err
 			}
 			rep, err := r.Pass(ctx, name, oldTerm(sd.now))
-			if err == nil && (len(rep.Candidates) != 0 || len(rep.Errors) != 0 || rep.Grace != "") {
+			if err == nil && (len(rep.Candidates) != 0 || len(rep.Errors) != 0 || len(rep.Grace) != 0) {
 				b.Fatalf("idle %s pass: %+v", name, rep)
 			}
 			return err

@@ -106,7 +106,7 @@ func reaperWork(name string, want int) func(now time.Time) storeWork {
 			if err != nil {
 				return err
 			}
-			if len(rep.Candidates) != want || len(rep.Errors) != 0 || rep.Grace != "" {
+			if len(rep.Candidates) != want || len(rep.Errors) != 0 || len(rep.Grace) != 0 {
 				return fmt.Errorf("pass of %s: want %d candidate(s), got %+v", name, want, rep)
 			}
 			for _, c := range rep.Candidates {

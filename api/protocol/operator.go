@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -170,15 +171,45 @@ type ReapCandidate struct {
 }
 
 // ReapReport is GET /v1/reap (dry run) and POST /v1/reap (forced sweep).
-// Grace explains when the agent-lost reaper is holding back because this
-// leader has not yet led (with the database reachable) for its threshold.
+// Grace explains, one notice per reaper and reason, when a reaper is
+// holding back: this leader has not yet led (with the database reachable)
+// for its threshold, or the mass-silence brake is engaged.
 type ReapReport struct {
 	DryRun     bool            `json:"dry_run"`
 	Leader     string          `json:"leader,omitempty"`
 	Forwarded  bool            `json:"forwarded,omitempty"` // a follower asked the leader to sweep
-	Grace      string          `json:"grace,omitempty"`
+	Grace      []GraceNotice   `json:"grace,omitempty"`
 	Candidates []ReapCandidate `json:"candidates"`
 	Errors     []string        `json:"errors,omitempty"`
+}
+
+// GraceNotice is why one reaper holds back (ReapReport.Grace).
+type GraceNotice struct {
+	Reaper  string `json:"reaper"`
+	Message string `json:"message"`
+}
+
+// AddGrace appends a notice, unless it repeats the last one (a reaper
+// listing page after page gives the same notice for each page).
+func (r *ReapReport) AddGrace(n GraceNotice) {
+	if n.Message == "" || (len(r.Grace) > 0 && r.Grace[len(r.Grace)-1] == n) {
+		return
+	}
+	r.Grace = append(r.Grace, n)
+}
+
+// GraceText is every grace message, one a line; "" when there is none.
+func (r ReapReport) GraceText() string {
+	lines := make([]string, len(r.Grace))
+	for i, n := range r.Grace {
+		lines[i] = n.Message
+	}
+	return strings.Join(lines, "\n")
+}
+
+// VersionInfo is GET /v1/version: the server's build version.
+type VersionInfo struct {
+	Version string `json:"version"`
 }
 
 // Thresholds are the three reaper thresholds (DESIGN §5 tuning API).

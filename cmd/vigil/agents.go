@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -29,18 +30,38 @@ func newAgentsCmd() *cobra.Command {
 			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/agents", nil, &list); err != nil {
 				return err
 			}
-			if o.json() {
-				return printJSON(cmd.OutOrStdout(), list.Agents)
+			if list.Agents == nil {
+				list.Agents = []protocol.Agent{}
 			}
-			tw := newTable(cmd.OutOrStdout())
-			tableRow(tw, "ID", "NAME", "STATE", "TAGS", "RUNNING", "CAPACITY", "LAST HEARTBEAT", "AGO")
-			now := time.Now()
-			for _, a := range list.Agents {
-				tableRow(tw, fmt.Sprint(a.ID), tableCell(a.Name), a.State, tableCell(strings.Join(a.Tags, ",")),
-					fmt.Sprint(a.Running), fmt.Sprint(a.Capacity), fmtTime(a.LastHeartbeatAt),
-					fmtDuration(now.Sub(a.LastHeartbeatAt)))
-			}
-			return tw.Flush()
+			return o.render(cmd.OutOrStdout(), view{
+				api: list,
+				table: func(w io.Writer, wide bool) error {
+					tw := newTable(w)
+					head := []string{"ID", "NAME", "STATE", "TAGS", "RUNNING", "CAPACITY", "LAST HEARTBEAT", "AGO"}
+					if wide {
+						head = append(head, "REGISTERED")
+					}
+					tableRow(tw, head...)
+					now := time.Now()
+					for _, a := range list.Agents {
+						row := []string{fmt.Sprint(a.ID), tableCell(a.Name), a.State, tableCell(strings.Join(a.Tags, ",")),
+							fmt.Sprint(a.Running), fmt.Sprint(a.Capacity), fmtTime(a.LastHeartbeatAt),
+							fmtDuration(now.Sub(a.LastHeartbeatAt))}
+						if wide {
+							row = append(row, fmtTime(a.RegisteredAt))
+						}
+						tableRow(tw, row...)
+					}
+					return tw.Flush()
+				},
+				names: func() []string {
+					names := make([]string, len(list.Agents))
+					for i, a := range list.Agents {
+						names[i] = a.Name
+					}
+					return names
+				},
+			})
 		},
 	})
 	return cmd

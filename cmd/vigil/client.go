@@ -46,7 +46,7 @@ func addClientFlags(cmd *cobra.Command) *clientOpts {
 	flags.StringVar(&o.token, "token", "", "operator token (env VIGIL_TOKEN; prefer --token-file; default: the token Lite writes to $VIGIL_DATA_DIR/operator.token, .vigil/operator.token)")
 	o.tokenFile = addSecretFile(flags, "token", &o.token)
 	addClientTLSFlags(flags, &o.tls)
-	flags.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
+	flags.StringVarP(&o.output, "output", "o", outputTable, "output format: table, json, yaml, wide or name (json and yaml have the API's shape)")
 	return o
 }
 
@@ -68,14 +68,7 @@ func groupCmd(cmd *cobra.Command) {
 func (o *clientOpts) json() bool { return o.output == outputJSON }
 
 // validate checks -o.
-func (o *clientOpts) validate() error {
-	switch o.output {
-	case outputTable, outputJSON:
-		return nil
-	default:
-		return usageError("--output: %q must be table or json", o.output)
-	}
-}
+func (o *clientOpts) validate() error { return validOutput(o.output) }
 
 // newClient validates the flags and builds the API client. Without
 // --token or VIGIL_TOKEN it reads the operator token Lite wrote under

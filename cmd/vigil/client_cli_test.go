@@ -50,7 +50,7 @@ func TestEnvOutput(t *testing.T) {
 	t.Setenv("VIGIL_OUTPUT", "json")
 	r := runCLI(t, append([]string{"dags", "list"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
-	assert.Equal(t, "[]\n", r.stdout)
+	assert.JSONEq(t, `{"dags": []}`, r.stdout, "the API's shape (GET /v1/dags)")
 }
 
 func TestTokenFallbackFile(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -55,12 +56,16 @@ it was created, updated or unchanged.`,
 					return fmt.Errorf("%s: apply dag %q: %w", f.Path, f.Spec.DAGID, err)
 				}
 				results = append(results, res)
-				if !o.json() {
+				switch o.output {
+				case outputTable, outputWide:
 					fmt.Fprintf(out, "dag %s: %s\n", res.DAGID, res.Result)
+				case outputName:
+					fmt.Fprintln(out, res.DAGID)
 				}
 			}
-			if o.json() {
-				return printJSON(out, results)
+			if o.structured() {
+				// One POST /v1/dags reply per file, in order.
+				return o.printData(out, results)
 			}
 			return nil
 		},
@@ -95,18 +100,35 @@ func newDagsListCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.json() {
-				if dags == nil {
-					dags = []protocol.DAG{}
-				}
-				return printJSON(cmd.OutOrStdout(), dags)
+			if dags == nil {
+				dags = []protocol.DAG{}
 			}
-			tw := newTable(cmd.OutOrStdout())
-			tableRow(tw, "DAG_ID", "TASKS", "UPDATED")
-			for _, d := range dags {
-				tableRow(tw, d.DAGID, strconv.Itoa(d.Tasks), fmtTime(d.UpdatedAt))
-			}
-			return tw.Flush()
+			return o.render(cmd.OutOrStdout(), view{
+				api: protocol.DAGList{DAGs: dags},
+				table: func(w io.Writer, wide bool) error {
+					tw := newTable(w)
+					head := []string{"DAG_ID", "TASKS", "UPDATED"}
+					if wide {
+						head = append(head, "SPEC_BYTES")
+					}
+					tableRow(tw, head...)
+					for _, d := range dags {
+						row := []string{d.DAGID, strconv.Itoa(d.Tasks), fmtTime(d.UpdatedAt)}
+						if wide {
+							row = append(row, strconv.Itoa(len(d.Spec)))
+						}
+						tableRow(tw, row...)
+					}
+					return tw.Flush()
+				},
+				names: func() []string {
+					ids := make([]string, len(dags))
+					for i, d := range dags {
+						ids[i] = d.DAGID
+					}
+					return ids
+				},
+			})
 		},
 	}
 }

@@ -137,8 +137,8 @@ func TestDagsList(t *testing.T) {
 
 	r = runCLI(t, append([]string{"dags", "list", "-o", "json"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
-	var dags []protocol.DAG
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dags))
-	require.Len(t, dags, 1)
-	assert.Equal(t, "pipeline", dags[0].DAGID)
+	var list protocol.DAGList // the API's shape (GET /v1/dags)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	require.Len(t, list.DAGs, 1)
+	assert.Equal(t, "pipeline", list.DAGs[0].DAGID)
 }

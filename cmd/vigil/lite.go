@@ -332,7 +332,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	srv, err := api.New(api.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
 		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken,
-		HeartbeatInterval: cfg.heartbeatInterval, Control: sched, LeaderStatus: el.Status,
+		HeartbeatInterval: cfg.heartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: version,
 	})
 	if err != nil {
 		listener.Close()

@@ -48,6 +48,9 @@ has been read. -o json prints one JSON object per line.`,
 			if try < 0 {
 				return usageError("--try: %d must not be negative (0: every try)", try)
 			}
+			if o.output == outputYAML || o.output == outputName {
+				return usageError("--output: %q does not fit a stream of log lines: use table, wide or json (one object a line)", o.output)
+			}
 			c, err := o.newClient()
 			if err != nil {
 				return err

@@ -7,11 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/api/client"
+	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // Exit codes (DESIGN §9).
@@ -92,16 +96,71 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
+// versionReport is `vigil version -o json|yaml`: the client's version and,
+// unless --client, the server's (GET /v1/version) or why it is unknown.
+type versionReport struct {
+	Client protocol.VersionInfo  `json:"client"`
+	Server *protocol.VersionInfo `json:"server,omitempty"`
+	// ServerError says why the server's version is missing.
+	ServerError string `json:"server_error,omitempty"`
+}
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var clientOnly bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "vigil", version)
-			return nil
-		},
+		Short: "Print the client's version and the server's",
+		Long: `Print this binary's version and, unless --client, the version of the server
+at --server (GET /v1/version, which needs no token). An unreachable server
+is reported and exits 1 after the client's version has been printed.`,
+		Args: noArgs,
 	}
+	o := addClientFlags(cmd)
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "print only the client's version; do not contact the server")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := o.validate(); err != nil {
+			return err
+		}
+		rep := versionReport{Client: protocol.VersionInfo{Version: version}}
+		var serverErr error
+		if !clientOnly {
+			serverErr = func() error {
+				httpClient, err := o.tls.httpClient(client.DefaultTimeout)
+				if err != nil {
+					return err
+				}
+				c, err := client.New(o.server, "", httpClient) // an open endpoint: no token
+				if err != nil {
+					return usageError("--%v", err)
+				}
+				var v protocol.VersionInfo
+				if err := c.Do(cmd.Context(), http.MethodGet, "/v1/version", nil, &v); err != nil {
+					return err
+				}
+				rep.Server = &v
+				return nil
+			}()
+			if serverErr != nil {
+				rep.ServerError = serverErr.Error()
+			}
+		}
+		out := cmd.OutOrStdout()
+		switch {
+		case o.structured():
+			if err := o.printData(out, rep); err != nil {
+				return err
+			}
+		case o.output == outputName:
+			fmt.Fprintln(out, version)
+		default:
+			fmt.Fprintln(out, "client: vigil", version)
+			if rep.Server != nil {
+				fmt.Fprintln(out, "server: vigil", rep.Server.Version, "at", o.server)
+			}
+		}
+		return serverErr
+	}
+	return cmd
 }
 
 // noArgs rejects positional arguments with a usage error (exit 2).

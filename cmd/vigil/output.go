@@ -50,6 +50,14 @@ func fmtEventTime(t time.Time) string {
 	return t.Local().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")
 }
 
+// fmtEventTimePtr is fmtEventTime for an optional time.
+func fmtEventTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtEventTime(*t)
+}
+
 // fmtTimePtr is fmtTime for an optional time.
 func fmtTimePtr(t *time.Time) string {
 	if t == nil {

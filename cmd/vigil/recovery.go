@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -35,28 +36,48 @@ func newReapCmd() *cobra.Command {
 		if err := c.Do(cmd.Context(), method, "/v1/reap", nil, &rep); err != nil {
 			return err
 		}
-		if o.json() {
-			return printJSON(cmd.OutOrStdout(), rep)
-		}
-		return printReapReport(cmd, rep)
+		return o.render(cmd.OutOrStdout(), view{
+			api:   rep,
+			table: func(w io.Writer, wide bool) error { return printReapReport(cmd, w, rep, wide) },
+			names: func() []string {
+				names := make([]string, len(rep.Candidates))
+				for i, c := range rep.Candidates {
+					names[i] = candidateName(c)
+				}
+				return names
+			},
+		})
 	}
 	return cmd
 }
 
-func printReapReport(cmd *cobra.Command, rep protocol.ReapReport) error {
-	out := cmd.OutOrStdout()
+// candidateName is a reap candidate for -o name: RUN_ID, or RUN_ID/TASK_ID
+// for a task instance.
+func candidateName(c protocol.ReapCandidate) string {
+	if c.TaskID == "" {
+		return fmt.Sprint(c.RunID)
+	}
+	return fmt.Sprintf("%d/%s", c.RunID, c.TaskID)
+}
+
+// printReapReport writes the grace notices, the candidates table (wide
+// adds when each candidate's signal was seen) and, on stderr, the errors.
+func printReapReport(cmd *cobra.Command, out io.Writer, rep protocol.ReapReport, wide bool) error {
 	if rep.Forwarded {
 		fmt.Fprintf(out, "this replica does not lead: asked the leader (%s) to sweep now\n", orUnknown(rep.Leader))
 		return nil
 	}
-	if rep.Grace != "" {
-		fmt.Fprintln(out, rep.Grace)
+	for _, n := range rep.Grace {
+		fmt.Fprintf(out, "%s: %s\n", n.Reaper, n.Message)
 	}
 	if len(rep.Candidates) == 0 {
 		fmt.Fprintln(out, "no candidates")
 	} else {
 		tw := newTable(out)
 		head := []string{"REAPER", "DECISION", "RUN", "TASK", "TRY", "AGENT", "SIGNAL", "AGE"}
+		if wide {
+			head = append(head, "SIGNAL_AT")
+		}
 		if !rep.DryRun {
 			head = append(head, "APPLIED")
 		}
@@ -64,6 +85,9 @@ func printReapReport(cmd *cobra.Command, rep protocol.ReapReport) error {
 		for _, c := range rep.Candidates {
 			row := []string{c.Reaper, c.Decision, fmt.Sprint(c.RunID), tableCell(c.TaskID), tryCell(c.TryNumber),
 				fmtOptInt(c.AgentID), c.Signal, fmtDuration(c.Age.D())}
+			if wide {
+				row = append(row, fmtEventTime(c.SignalAt))
+			}
 			if !rep.DryRun {
 				row = append(row, fmt.Sprint(c.Applied))
 			}
@@ -103,15 +127,25 @@ func newThresholdsCmd() *cobra.Command {
 	o := addClientFlags(cmd)
 	groupCmd(cmd)
 	show := func(cmd *cobra.Command, th protocol.Thresholds) error {
-		if o.json() {
-			return printJSON(cmd.OutOrStdout(), th)
-		}
-		tw := newTable(cmd.OutOrStdout())
-		tableRow(tw, "THRESHOLD", "VALUE")
-		tableRow(tw, "agent-lost", th.AgentLost.D().String())
-		tableRow(tw, "dispatch-lost", th.DispatchLost.D().String())
-		tableRow(tw, "orphan", th.Orphan.D().String())
-		return tw.Flush()
+		return o.render(cmd.OutOrStdout(), view{
+			api: th,
+			table: func(w io.Writer, wide bool) error {
+				tw := newTable(w)
+				if wide {
+					tableRow(tw, "THRESHOLD", "VALUE", "FIELD")
+					tableRow(tw, "agent-lost", th.AgentLost.D().String(), "agent_lost")
+					tableRow(tw, "dispatch-lost", th.DispatchLost.D().String(), "dispatch_lost")
+					tableRow(tw, "orphan", th.Orphan.D().String(), "orphan")
+					return tw.Flush()
+				}
+				tableRow(tw, "THRESHOLD", "VALUE")
+				tableRow(tw, "agent-lost", th.AgentLost.D().String())
+				tableRow(tw, "dispatch-lost", th.DispatchLost.D().String())
+				tableRow(tw, "orphan", th.Orphan.D().String())
+				return tw.Flush()
+			},
+			names: func() []string { return []string{"agent-lost", "dispatch-lost", "orphan"} },
+		})
 	}
 	get := &cobra.Command{
 		Use: "get", Short: "Show the effective thresholds", Args: noArgs,

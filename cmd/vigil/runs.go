@@ -74,14 +74,18 @@ when it ends failed or cancelled.`,
 				return err
 			}
 			if !wait {
-				if o.json() {
-					return printJSON(out, run)
+				switch {
+				case o.structured():
+					return o.printData(out, run)
+				case o.output == outputName:
+					fmt.Fprintln(out, run.ID)
+				default:
+					fmt.Fprintf(out, "run %d of %s %s\n", run.ID, run.DAGID, run.State)
 				}
-				fmt.Fprintf(out, "run %d of %s %s\n", run.ID, run.DAGID, run.State)
 				return nil
 			}
 			var progress io.Writer = out
-			if o.json() {
+			if o.structured() || o.output == outputName {
 				progress = io.Discard
 			} else {
 				fmt.Fprintf(out, "run %d of %s %s\n", run.ID, run.DAGID, run.State)
@@ -90,11 +94,14 @@ when it ends failed or cancelled.`,
 			if err != nil {
 				return err
 			}
-			if o.json() {
-				if err := printJSON(out, detail); err != nil {
+			switch {
+			case o.structured():
+				if err := o.printData(out, detail); err != nil {
 					return err
 				}
-			} else {
+			case o.output == outputName:
+				fmt.Fprintln(out, detail.ID)
+			default:
 				fmt.Fprintln(out, runSummary(detail.Run))
 			}
 			if state.Run(detail.State) != state.RunSuccess {
@@ -255,20 +262,37 @@ func newRunsListCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.json() {
-				if runs == nil {
-					runs = []protocol.Run{}
-				}
-				return printJSON(cmd.OutOrStdout(), runs)
+			if runs == nil {
+				runs = []protocol.Run{}
 			}
-			now := time.Now()
-			tw := newTable(cmd.OutOrStdout())
-			tableRow(tw, "RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS")
-			for _, r := range runs {
-				tableRow(tw, strconv.FormatInt(r.ID, 10), r.DAGID, r.State, fmtTimePtr(r.StartDate),
-					elapsed(r.StartDate, r.EndDate, now), fmtCounts(r.TaskCounts))
-			}
-			return tw.Flush()
+			return o.render(cmd.OutOrStdout(), view{
+				api: protocol.RunList{Runs: runs},
+				table: func(w io.Writer, wide bool) error {
+					now := time.Now()
+					tw := newTable(w)
+					head := []string{"RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS"}
+					if wide {
+						head = append(head, "QUEUED", "ENDED", "REASON", "MESSAGE")
+					}
+					tableRow(tw, head...)
+					for _, r := range runs {
+						row := []string{strconv.FormatInt(r.ID, 10), r.DAGID, r.State, fmtTimePtr(r.StartDate),
+							elapsed(r.StartDate, r.EndDate, now), fmtCounts(r.TaskCounts)}
+						if wide {
+							row = append(row, fmtTime(r.QueuedAt), fmtTimePtr(r.EndDate), tableCell(r.Reason), tableCell(r.Message))
+						}
+						tableRow(tw, row...)
+					}
+					return tw.Flush()
+				},
+				names: func() []string {
+					ids := make([]string, len(runs))
+					for i, r := range runs {
+						ids[i] = strconv.FormatInt(r.ID, 10)
+					}
+					return ids
+				},
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -296,16 +320,18 @@ func newRunsShowCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.json() {
-				return printJSON(cmd.OutOrStdout(), d)
-			}
-			return printRunDetail(cmd.OutOrStdout(), d, time.Now())
+			return o.render(cmd.OutOrStdout(), view{
+				api:   d,
+				table: func(w io.Writer, wide bool) error { return printRunDetail(w, d, time.Now(), wide) },
+				names: func() []string { return []string{strconv.FormatInt(d.ID, 10)} },
+			})
 		},
 	}
 }
 
-// printRunDetail writes the run header, then its task instance table.
-func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time) error {
+// printRunDetail writes the run header, then its task instance table;
+// wide adds each TI's claim, start and end times.
+func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time, wide bool) error {
 	tw := newTable(w)
 	tableRow(tw, "Run:", strconv.FormatInt(d.ID, 10))
 	tableRow(tw, "DAG:", d.DAGID)
@@ -326,14 +352,22 @@ func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	tw = newTable(w)
-	tableRow(tw, "TASK", "STATE", "TRY/MAX", "AGENT", "DURATION", "REASON", "MESSAGE")
+	head := []string{"TASK", "STATE", "TRY/MAX", "AGENT", "DURATION", "REASON", "MESSAGE"}
+	if wide {
+		head = append(head[:5], append([]string{"CLAIMED", "STARTED", "ENDED"}, head[5:]...)...)
+	}
+	tableRow(tw, head...)
 	for _, ti := range d.TaskInstances {
 		start := ti.StartedAt
 		if start == nil {
 			start = ti.ClaimedAt
 		}
-		tableRow(tw, ti.TaskID, ti.State, fmt.Sprintf("%d/%d", ti.TryNumber, ti.MaxTries), fmtOptInt(ti.AgentID),
-			elapsed(start, ti.EndDate, now), tableCell(ti.Reason), tableCell(ti.Message+lateNote(ti.Late)))
+		row := []string{ti.TaskID, ti.State, fmt.Sprintf("%d/%d", ti.TryNumber, ti.MaxTries), fmtOptInt(ti.AgentID),
+			elapsed(start, ti.EndDate, now)}
+		if wide {
+			row = append(row, fmtEventTimePtr(ti.ClaimedAt), fmtEventTimePtr(ti.StartedAt), fmtEventTimePtr(ti.EndDate))
+		}
+		tableRow(tw, append(row, tableCell(ti.Reason), tableCell(ti.Message+lateNote(ti.Late)))...)
 	}
 	return tw.Flush()
 }
@@ -382,18 +416,36 @@ from the event after --after (0: the start) to the end.`, protocol.EventsPageMax
 			if err != nil {
 				return err
 			}
-			if o.json() {
-				if events == nil {
-					events = []protocol.Event{}
-				}
-				return printJSON(cmd.OutOrStdout(), events)
+			if events == nil {
+				events = []protocol.Event{}
 			}
-			tw := newTable(cmd.OutOrStdout())
-			tableRow(tw, "TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE")
-			for _, e := range events {
-				tableRow(tw, fmtEventTime(e.Time), e.Kind, tableCell(e.TaskID), fmtOptInt(e.TryNumber), fmtOptInt(e.AgentID), tableCell(e.Message))
-			}
-			return tw.Flush()
+			return o.render(cmd.OutOrStdout(), view{
+				// Every page read: the shape of the last page, holding them all.
+				api: protocol.EventList{Events: events},
+				table: func(w io.Writer, wide bool) error {
+					tw := newTable(w)
+					head := []string{"TIME", "KIND", "TASK", "TRY", "AGENT", "MESSAGE"}
+					if wide {
+						head = append([]string{"ID"}, head...)
+					}
+					tableRow(tw, head...)
+					for _, e := range events {
+						row := []string{fmtEventTime(e.Time), e.Kind, tableCell(e.TaskID), fmtOptInt(e.TryNumber), fmtOptInt(e.AgentID), tableCell(e.Message)}
+						if wide {
+							row = append([]string{strconv.FormatInt(e.ID, 10)}, row...)
+						}
+						tableRow(tw, row...)
+					}
+					return tw.Flush()
+				},
+				names: func() []string {
+					ids := make([]string, len(events))
+					for i, e := range events {
+						ids[i] = strconv.FormatInt(e.ID, 10)
+					}
+					return ids
+				},
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -420,10 +472,14 @@ func newRunsCancelCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.json() {
-				return printJSON(cmd.OutOrStdout(), run)
+			switch {
+			case o.structured():
+				return o.printData(cmd.OutOrStdout(), run)
+			case o.output == outputName:
+				fmt.Fprintln(cmd.OutOrStdout(), run.ID)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "run %d %s\n", run.ID, run.State)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "run %d %s\n", run.ID, run.State)
 			return nil
 		},
 	}

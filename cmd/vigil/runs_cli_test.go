@@ -147,9 +147,10 @@ func TestBadOutputIsUsage(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
 	for _, args := range [][]string{
-		{"runs", "list", "-o", "yaml"},
-		{"dags", "list", "--output", "wide"},
+		{"runs", "list", "-o", "xml"},
+		{"dags", "list", "--output", "csv"},
 		{"logs", "1", "extract", "-o", "xml"},
+		{"logs", "1", "extract", "-o", "yaml"},
 	} {
 		r := runCLI(t, append(args, f.serverArgs()...)...)
 		assert.Equal(t, exitUsage, r.code, "%v: %v", args, r.err)
@@ -189,9 +190,9 @@ func TestRunsList(t *testing.T) {
 
 	r = runCLI(t, append([]string{"runs", "list", "-o", "json"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
-	var runs []protocol.Run
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &runs))
-	assert.Len(t, runs, 2)
+	var list protocol.RunList // the API's shape (GET /v1/runs)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	assert.Len(t, list.Runs, 2)
 }
 
 func TestRunsShow(t *testing.T) {
@@ -300,21 +301,22 @@ func TestRunsEventsReadsEveryPage(t *testing.T) {
 		"GET /v1/runs/12/events?after=25&limit=3",
 	}, f.requestLog())
 
-	// -o json prints the events of every page as one array; --after starts
+	// -o json prints the events of every page as one EventList; --after starts
 	// past an id; a page size that divides the rest exactly ends on an
 	// empty page.
 	r = runCLI(t, append([]string{"runs", "events", "12", "--after", "13", "--limit", "5", "-o", "json"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
-	var got []protocol.Event
+	var got protocol.EventList
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
-	assert.Equal(t, events[2:], got)
+	assert.Equal(t, events[2:], got.Events)
+	assert.Nil(t, got.NextCursor)
 	assert.Equal(t, []string{
 		"GET /v1/runs/12/events?after=13&limit=5",
 	}, f.requestLog()[3:])
 
 	r = runCLI(t, append([]string{"runs", "events", "12", "--after", "28", "-o", "json"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
-	assert.Equal(t, "[]\n", r.stdout, "no events after the last one: an empty array")
+	assert.JSONEq(t, `{"events": [], "next_cursor": null}`, r.stdout, "no events after the last one: an empty list")
 }
 
 func TestRunsEventsBadFlagsAreUsage(t *testing.T) {
