@@ -35,6 +35,9 @@ func bindConfig(cmd *cobra.Command) error {
 		if err := v.ReadInConfig(); err != nil {
 			return usageError("config %s: %v", path, err)
 		}
+		if err := checkConfigKeys(cmd.Root(), path, v.AllKeys()); err != nil {
+			return err
+		}
 	}
 	var firstErr error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
@@ -50,7 +53,7 @@ func bindConfig(cmd *cobra.Command) error {
 			return
 		}
 		if err := setFlag(f, val); err != nil {
-			firstErr = usageError("--%s (from %s): %v", f.Name, source, err)
+			firstErr = usageError("--%s (from %s): %s", f.Name, source, describeValueError(f, fmt.Sprint(val), err))
 			return
 		}
 		_ = cmd.Flags().SetAnnotation(f.Name, sourceAnnotation, []string{source})

@@ -120,7 +120,7 @@ func runCLI(t *testing.T, args ...string) cliResult {
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	err := explainError(root.ExecuteContext(ctx))
+	err := execute(ctx, root)
 	return cliResult{stdout: out.String(), stderr: errOut.String(), err: err, code: exitCode(err)}
 }
 

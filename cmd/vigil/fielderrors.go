@@ -19,16 +19,16 @@ import (
 const sourceAnnotation = "vigil/value-source"
 
 // flagSource names where flag name of fs got its value: "--name" when
-// typed (or left at its default), else the variable or file key
-// bindConfig recorded, e.g. "VIGIL_AGENT_LOST_THRESHOLD" or
-// "config file key recovery.agent-lost-threshold".
+// typed (or left at its default), else "--name (from SOURCE)" with the
+// variable or file key bindConfig recorded, e.g. "--agent-lost-threshold
+// (from VIGIL_AGENT_LOST_THRESHOLD)" (docs/configuration.md).
 func flagSource(fs *pflag.FlagSet, name string) string {
 	f := fs.Lookup(name)
 	if f == nil || f.Changed {
 		return "--" + name
 	}
 	if src := f.Annotations[sourceAnnotation]; len(src) > 0 {
-		return src[0]
+		return "--" + name + " (from " + src[0] + ")"
 	}
 	return "--" + name
 }

@@ -46,16 +46,24 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRootCmd()
-	err := root.ExecuteContext(ctx)
-	os.Exit(exitCode(err))
+	os.Exit(exitCode(execute(ctx, newRootCmd())))
+}
+
+// execute runs root and words its error for the user: a flag's value
+// that came from the environment or the config file is named with its
+// source, and an unreachable server gets a hint.
+func execute(ctx context.Context, root *cobra.Command) error {
+	cmd, err := root.ExecuteContextC(ctx)
+	if cmd != nil {
+		err = nameValueSources(cmd, err)
+	}
+	return explainError(err)
 }
 
 func exitCode(err error) int {
 	if err == nil {
 		return exitOK
 	}
-	err = explainError(err)
 	fmt.Fprintln(os.Stderr, "vigil:", err)
 	var ec *exitCodeError
 	if errors.As(err, &ec) {
@@ -77,7 +85,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().String("config", "", "YAML config file; keys are the flag names (flag > env > file > default)")
 	root.PersistentFlags().String("log-format", "auto", "log output: auto (tint on a terminal, else json), text or json")
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn or error")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitCodeError{code: exitUsage, err: err} })
+	root.SetFlagErrorFunc(flagParseError)
 	root.AddCommand(
 		newLiteCmd(),
 		newServerCmd(),

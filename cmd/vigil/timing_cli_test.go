@@ -40,7 +40,7 @@ func TestServerRefusesReapingAcrossFailover(t *testing.T) {
 	r = runCLI(t, append(base, "--election-ttl", "3s", "--heartbeat-interval", "1s")...)
 	assert.Equal(t, exitUsage, r.code)
 	require.Error(t, r.err)
-	assert.Contains(t, r.err.Error(), failoverArithmetic("VIGIL_AGENT_LOST_THRESHOLD", "6s"))
+	assert.Contains(t, r.err.Error(), failoverArithmetic("--agent-lost-threshold (from VIGIL_AGENT_LOST_THRESHOLD)", "6s"))
 	require.NoError(t, os.Unsetenv("VIGIL_AGENT_LOST_THRESHOLD"))
 
 	cfg := filepath.Join(t.TempDir(), "vigil.yaml")
@@ -52,5 +52,5 @@ recovery:
 	r = runCLI(t, append(base, "--config", cfg)...)
 	assert.Equal(t, exitUsage, r.code)
 	require.Error(t, r.err)
-	assert.Contains(t, r.err.Error(), failoverArithmetic("config file key recovery.agent-lost-threshold", "5s"))
+	assert.Contains(t, r.err.Error(), failoverArithmetic("--agent-lost-threshold (from config file key recovery.agent-lost-threshold)", "5s"))
 }

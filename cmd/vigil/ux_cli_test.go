@@ -99,14 +99,14 @@ func TestLiteThresholdNamesItsSource(t *testing.T) {
 	t.Setenv("VIGIL_AGENT_LOST_THRESHOLD", "21s")
 	r = runCLI(t, base...)
 	assert.Equal(t, exitUsage, r.code)
-	assert.Contains(t, r.err.Error(), "VIGIL_AGENT_LOST_THRESHOLD: 21s must be at least")
+	assert.Contains(t, r.err.Error(), "--agent-lost-threshold (from VIGIL_AGENT_LOST_THRESHOLD): 21s must be at least")
 	require.NoError(t, os.Unsetenv("VIGIL_AGENT_LOST_THRESHOLD"))
 
 	cfg := filepath.Join(t.TempDir(), "vigil.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("recovery:\n  agent-lost-threshold: 22s\n"), 0o600))
 	r = runCLI(t, append(base, "--config", cfg)...)
 	assert.Equal(t, exitUsage, r.code)
-	assert.Contains(t, r.err.Error(), "config file key recovery.agent-lost-threshold: 22s must be at least")
+	assert.Contains(t, r.err.Error(), "--agent-lost-threshold (from config file key recovery.agent-lost-threshold): 22s must be at least")
 }
 
 // TestDagsApplyReportsEveryBadFile (item 10).

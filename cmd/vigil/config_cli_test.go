@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Config and env errors name their source with no parser text (issue 13,
+// CLI item 4). Lite is pointed at a database that does not exist: every
+// case must fail on its configuration first.
+
+func liteBase(t *testing.T) []string {
+	t.Helper()
+	clearClientEnv(t)
+	for _, k := range []string{"VIGIL_AGENTS", "VIGIL_HEARTBEAT_INTERVAL", "VIGIL_AGENT_LOST_THRESHOLD"} {
+		t.Setenv(k, "")
+		require.NoError(t, os.Unsetenv(k))
+	}
+	return []string{"lite", "--database-url", "postgres://127.0.0.1:1/none", "--data-dir", t.TempDir(), "--log-format", "json"}
+}
+
+func TestBadValueNamesSourceWithoutParserText(t *testing.T) {
+	base := liteBase(t)
+	cfg := filepath.Join(t.TempDir(), "vigil.yaml")
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		file string
+		args []string
+		want string
+	}{
+		{name: "flag int", args: []string{"--agents", "many"}, want: `--agents: "many" must be a whole number`},
+		{name: "flag duration", args: []string{"--heartbeat-interval", "15"}, want: `--heartbeat-interval: "15" must be a duration such as 90s, 5m or 1h30m (a unit is required)`},
+		{name: "env int", env: map[string]string{"VIGIL_AGENTS": "x"}, want: `--agents (from VIGIL_AGENTS): "x" must be a whole number`},
+		{name: "env duration", env: map[string]string{"VIGIL_HEARTBEAT_INTERVAL": "soon"}, want: `--heartbeat-interval (from VIGIL_HEARTBEAT_INTERVAL): "soon" must be a duration`},
+		{name: "file int", file: "agents: lots\n", want: `--agents (from config file key agents): "lots" must be a whole number`},
+		{name: "file range", file: "agents: 99\n", want: `--agents (from config file key agents): 99 is outside 0..64`},
+		{name: "env range", env: map[string]string{"VIGIL_AGENTS": "-1"}, want: `--agents (from VIGIL_AGENTS): -1 is outside 0..64`},
+		{name: "flag range", args: []string{"--agents", "65"}, want: `--agents: 65 is outside 0..64`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			args := append(append([]string{}, base...), c.args...)
+			if c.file != "" {
+				require.NoError(t, os.WriteFile(cfg, []byte(c.file), 0o600))
+				args = append(args, "--config", cfg)
+			}
+			r := runCLI(t, args...)
+			assert.Equal(t, exitUsage, r.code, "%v", r.err)
+			require.Error(t, r.err)
+			assert.Contains(t, r.err.Error(), c.want)
+			for _, raw := range []string{"strconv", "invalid syntax", "time: invalid", "invalid argument"} {
+				assert.NotContains(t, r.err.Error(), raw)
+			}
+		})
+	}
+}
+
+func TestUnknownConfigKeyIsAnError(t *testing.T) {
+	base := liteBase(t)
+	cfg := filepath.Join(t.TempDir(), "vigil.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("agnets: 2\nrecovery:\n  agent-lost-treshold: 90s\n  sweep-interval: 10s\nzzz-not-a-setting: 1\n"), 0o600))
+	r := runCLI(t, append(base, "--config", cfg)...)
+	assert.Equal(t, exitUsage, r.code)
+	require.Error(t, r.err)
+	msg := r.err.Error()
+	assert.Contains(t, msg, `config `+cfg+`: unknown key "agnets"; did you mean "agents"?`)
+	assert.Contains(t, msg, `unknown key "recovery.agent-lost-treshold"; did you mean "recovery.agent-lost-threshold"?`)
+	assert.Contains(t, msg, `unknown key "zzz-not-a-setting"`)
+	assert.NotContains(t, msg, `"zzz-not-a-setting"; did you mean`, "no suggestion when nothing is close")
+
+	// A key of another command (one file for lite, server and agent) is fine.
+	require.NoError(t, os.WriteFile(cfg, []byte("agents: 0\netcd-endpoints: [a:2379]\n"), 0o600))
+	r = runCLI(t, append(base, "--config", cfg, "--listen", "127.0.0.1:0", "--heartbeat-interval", "500ms")...)
+	assert.Equal(t, exitUsage, r.code)
+	assert.NotContains(t, r.err.Error(), "unknown key")
+	assert.Contains(t, r.err.Error(), "--heartbeat-interval")
+}
