@@ -101,6 +101,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newSuperviseCmd(),
 	)
+	applyExamples(root)
 	return root
 }
 

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// examples are the Example: sections of `vigil ... --help`, by command
+// path. applyExamples sets them; TestEveryCommandHasAnExample keeps every
+// visible command covered and every example naming its own command.
+var examples = map[string]string{
+	"vigil": `  # Start Lite (API, scheduler and two agents) with the example DAGs
+  vigil lite --dags examples/
+
+  # Trigger a run and wait for it, then read its timeline
+  vigil runs trigger hello --wait
+  vigil runs events 1`,
+	"vigil lite": `  # A private PostgreSQL under .vigil, two in-process agents, the API on :8080
+  vigil lite --dags examples/
+
+  # An existing database, another port, no in-process agents
+  vigil lite --database-url postgres://vigil@db/vigil --listen 127.0.0.1:8081 --agents 0
+
+  # Settings from a file (flag > VIGIL_* > file > default)
+  vigil lite --config vigil.yaml`,
+	"vigil server": `  # One Pro replica; run three behind a load balancer
+  vigil server --database-url postgres://vigil@db/vigil --etcd-endpoints etcd-0:2379,etcd-1:2379,etcd-2:2379 \
+    --agent-token-file /etc/vigil/agent.token --operator-token-file /etc/vigil/operator.token`,
+	"vigil agent": `  # An agent with two tags, failing over between two replicas
+  vigil agent --server http://vigil-0:8080,http://vigil-1:8080 --token-file /etc/vigil/agent.token \
+    --tags gpu,linux --capacity 8
+
+  # A scaler-managed agent that deregisters when it exits
+  vigil agent --server http://vigil:8080 --token-file agent.token --ephemeral`,
+	"vigil agents": `  vigil agents list`,
+	"vigil agents list": `  vigil agents list
+  vigil agents list -o wide
+
+  # Names of the agents, one a line
+  vigil agents list -o name`,
+	"vigil dags": `  vigil dags apply examples/
+  vigil dags list`,
+	"vigil dags apply": `  # Every *.yaml and *.yml in a directory; nothing is applied if one is bad
+  vigil dags apply dags/
+
+  # Single files
+  vigil dags apply etl.yaml report.yml`,
+	"vigil dags list": `  vigil dags list
+  vigil dags list -o yaml`,
+	"vigil runs": `  vigil runs trigger etl --wait
+  vigil runs list --state running
+  vigil runs show 12`,
+	"vigil runs trigger": `  # Queue a run and print its id
+  vigil runs trigger etl
+
+  # Wait for it: exit 0 on success, 3 when it ends failed or cancelled
+  vigil runs trigger etl --wait --timeout 30m`,
+	"vigil runs list": `  vigil runs list
+  vigil runs list --dag etl --state failed --limit 20 -o wide
+
+  # Cancel every running run of a DAG
+  vigil runs list --dag etl --state running -o name | xargs -n1 vigil runs cancel`,
+	"vigil runs show": `  vigil runs show 12
+  vigil runs show 12 -o json | jq '.task_instances[] | select(.state == "failed")'`,
+	"vigil runs events": `  vigil runs events 12
+
+  # Only what happened after event 40
+  vigil runs events 12 --after 40 -o json`,
+	"vigil runs cancel": `  vigil runs cancel 12`,
+	"vigil logs": `  # Every try of task extract of run 12
+  vigil logs 12 extract
+
+  # Only try 2, following until the task ends
+  vigil logs 12 extract --try 2 --follow`,
+	"vigil reap": `  # What the reapers would do now, without writing
+  vigil reap --dry-run
+
+  # Force a sweep now (on a follower, the leader is asked)
+  vigil reap`,
+	"vigil thresholds": `  vigil thresholds get
+  vigil thresholds set --agent-lost 2m
+  vigil thresholds reset`,
+	"vigil thresholds get": `  vigil thresholds get
+  vigil thresholds get -o json`,
+	"vigil thresholds set": `  # Every replica follows; rejected values change nothing (exit 2)
+  vigil thresholds set --agent-lost 2m --orphan 10m`,
+	"vigil thresholds reset": `  vigil thresholds reset`,
+	"vigil migrate": `  vigil migrate status --database-url postgres://vigil@db/vigil
+  vigil migrate up --database-url postgres://vigil@db/vigil`,
+	"vigil migrate up": `  vigil migrate up --database-url postgres://vigil@db/vigil`,
+	"vigil migrate status": `  vigil migrate status --database-url postgres://vigil@db/vigil`,
+	"vigil fence": `  vigil fence show --database-url postgres://vigil@db/vigil`,
+	"vigil fence show": `  vigil fence show --database-url postgres://vigil@db/vigil
+  vigil fence show --database-url postgres://vigil@db/vigil -o json`,
+	"vigil fence reset": `  # Only when leadership is blocked by the fence; the reset is audited
+  vigil fence reset --database-url postgres://vigil@db/vigil --reason "etcd restored from backup" --yes`,
+	"vigil version": `  vigil version
+  vigil version -o json
+
+  # This binary only, without asking the server
+  vigil version --client`,
+}
+
+// applyExamples sets the Example of every command under root from
+// examples.
+func applyExamples(root *cobra.Command) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if ex, ok := examples[c.CommandPath()]; ok {
+			c.Example = strings.TrimRight(ex, "\n")
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
