@@ -88,9 +88,9 @@ var examples = map[string]string{
 	"vigil thresholds reset": `  vigil thresholds reset`,
 	"vigil migrate": `  vigil migrate status --database-url postgres://vigil@db/vigil
   vigil migrate up --database-url postgres://vigil@db/vigil`,
-	"vigil migrate up": `  vigil migrate up --database-url postgres://vigil@db/vigil`,
+	"vigil migrate up":     `  vigil migrate up --database-url postgres://vigil@db/vigil`,
 	"vigil migrate status": `  vigil migrate status --database-url postgres://vigil@db/vigil`,
-	"vigil fence": `  vigil fence show --database-url postgres://vigil@db/vigil`,
+	"vigil fence":          `  vigil fence show --database-url postgres://vigil@db/vigil`,
 	"vigil fence show": `  vigil fence show --database-url postgres://vigil@db/vigil
   vigil fence show --database-url postgres://vigil@db/vigil -o json`,
 	"vigil fence reset": `  # Only when leadership is blocked by the fence; the reset is audited
