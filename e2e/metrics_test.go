@@ -30,7 +30,13 @@ tasks:
   - id: greet
     command: ["sh", "-c", "echo hello"]
 `)
-	lite := startLite(t, liteOpts{DAGs: dags, Agents: 1})
+	writeDAG(t, dags, "slow", `
+dag_id: slow
+tasks:
+  - id: wait
+    command: ["sh", "-c", "sleep 60"]
+`)
+	lite := startLite(t, liteOpts{DAGs: dags, Agents: 1, Extra: []string{"--sweep-interval", "500ms"}})
 
 	first := metricsText(t, lite)
 	decisions := sampleValues(first, "vigil_scheduler_decisions_total", "decision")
@@ -67,6 +73,20 @@ tasks:
 	lastTick := sampleValues(after, "vigil_scheduler_last_tick_timestamp_seconds", "")[""]
 	assert.InDelta(t, float64(time.Now().Unix()), lastTick, 60, "the last tick is recent")
 	promtoolCheckMetrics(t, promtool, after)
+
+	// vigil_task_instances follows the live work: one running TI while
+	// the slow task sleeps, none once its run is cancelled.
+	slow, code := triggerJSON(t, lite, "slow", false)
+	require.Equal(t, 0, code, "runs trigger slow")
+	waitFor(t, 30*time.Second, func() bool {
+		return sampleValues(metricsText(t, lite), "vigil_task_instances", "state")["running"] == 1
+	}, `vigil_task_instances{state="running"} reaches 1 while the slow task runs`)
+	out, code := cli(t, lite, "runs", "cancel", strconv.FormatInt(slow.ID, 10))
+	require.Equal(t, 0, code, "runs cancel: %s", out)
+	waitFor(t, 30*time.Second, func() bool {
+		ti := sampleValues(metricsText(t, lite), "vigil_task_instances", "state")
+		return ti["running"] == 0 && ti["queued"] == 0
+	}, "vigil_task_instances drops to 0 once the run is cancelled")
 }
 
 // promtoolPath returns promtool's path, failing t (not skipping) when it
