@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -121,22 +121,28 @@ func newMigrateCmd() *cobra.Command {
 			if err := need(); err != nil {
 				return err
 			}
-			if output != "table" && output != "json" {
-				return usageError("--output: %q must be table or json", output)
+			if err := validOutput(output); err != nil {
+				return err
 			}
 			st, err := store.Status(cmd.Context(), url)
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
+			if st.Pending == nil {
+				st.Pending = []string{}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "current version: %d\nlatest version:  %d\npending:         %d %v\n",
-				st.Current, st.Latest, len(st.Pending), st.Pending)
-			return nil
+			return renderOutput(output, cmd.OutOrStdout(), view{
+				api: st,
+				table: func(w io.Writer, _ bool) error {
+					_, err := fmt.Fprintf(w, "current version: %d\nlatest version:  %d\npending:         %d %v\n",
+						st.Current, st.Latest, len(st.Pending), st.Pending)
+					return err
+				},
+				names: func() []string { return st.Pending }, // the pending migrations
+			})
 		},
 	}
-	status.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	status.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml, wide or name (name: the pending migrations)")
 	cmd.AddCommand(status)
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/user"
@@ -25,13 +26,13 @@ func newFenceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "fence", Short: "Show or reset the leader fence (who may lead; audited)"}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&url, "database-url", "", "PostgreSQL URL (required)")
-	pf.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&output, "output", "o", "table", "output format: table, json, yaml, wide or name")
 	open := func(cmd *cobra.Command) (*store.Store, error) {
 		if url == "" {
 			return nil, usageError("--database-url: required for vigil fence")
 		}
-		if output != "table" && output != "json" {
-			return nil, usageError("--output: %q must be table or json", output)
+		if err := validOutput(output); err != nil {
+			return nil, err
 		}
 		st, err := store.Open(cmd.Context(), url)
 		if err != nil {
@@ -64,13 +65,14 @@ func newFenceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), struct {
+			return renderOutput(output, cmd.OutOrStdout(), view{
+				api: struct {
 					Fence  store.FenceState        `json:"fence"`
 					Resets []store.FenceAuditEntry `json:"resets"`
-				}{f, audit})
-			}
-			return printFence(cmd, f, audit)
+				}{f, audit},
+				table: func(io.Writer, bool) error { return printFence(cmd, f, audit) },
+				names: func() []string { return []string{f.Name} },
+			})
 		},
 	}
 

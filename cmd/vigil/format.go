@@ -31,8 +31,11 @@ type view struct {
 }
 
 // render writes v in the format -o asked for.
-func (o *clientOpts) render(w io.Writer, v view) error {
-	switch o.output {
+func (o *clientOpts) render(w io.Writer, v view) error { return renderOutput(o.output, w, v) }
+
+// renderOutput writes v in format, one of outputFormats (validOutput).
+func renderOutput(format string, w io.Writer, v view) error {
+	switch format {
 	case outputJSON:
 		return printJSON(w, v.api)
 	case outputYAML:
@@ -43,7 +46,7 @@ func (o *clientOpts) render(w io.Writer, v view) error {
 		}
 		return nil
 	default:
-		return v.table(w, o.output == outputWide)
+		return v.table(w, format == outputWide)
 	}
 }
 

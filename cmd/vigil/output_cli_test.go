@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // readCommands are the read commands with the API reply each one shows
@@ -148,4 +149,31 @@ func TestVersionShowsClientAndServer(t *testing.T) {
 	assert.Equal(t, exitError, r.code, "an unreachable server fails after the client's version")
 	assert.Contains(t, r.stdout, `"client"`)
 	assert.Contains(t, r.stdout, `"server_error": "cannot reach the Vigil server at http://127.0.0.1:1`)
+}
+
+// TestDatabaseReadCommandsHaveEveryOutputFormat (item 5): fence show and
+// migrate status, which read PostgreSQL directly, take the same -o values.
+func TestDatabaseReadCommandsHaveEveryOutputFormat(t *testing.T) {
+	clearClientEnv(t)
+	url := storetest.DB(t)
+	for _, args := range [][]string{{"fence", "show"}, {"migrate", "status"}} {
+		var fromJSON map[string]any
+		r := runCLI(t, append(args, "--database-url", url, "-o", "json")...)
+		require.NoError(t, r.err, "%v", args)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &fromJSON))
+		r = runCLI(t, append(args, "--database-url", url, "-o", "yaml")...)
+		require.NoError(t, r.err, "%v", args)
+		var fromYAML map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &fromYAML))
+		assert.Equal(t, len(fromJSON), len(fromYAML), "%v: yaml has json's keys", args)
+		for k := range fromJSON {
+			assert.Contains(t, fromYAML, k, "%v", args)
+		}
+		for _, format := range []string{"table", "wide", "name"} {
+			r = runCLI(t, append(args, "--database-url", url, "-o", format)...)
+			assert.NoError(t, r.err, "%v -o %s", args, format)
+		}
+		r = runCLI(t, append(args, "--database-url", url, "-o", "xml")...)
+		assert.Equal(t, exitUsage, r.code)
+	}
 }
