@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,7 +66,8 @@ func (a *Agent) launch(ctx context.Context, t protocol.ClaimedTask) {
 	a.attempts[t.AttemptID] = att
 	a.reserveMarkerLocked(att) // claimed during an outage: its marker is Seq 1
 	a.mu.Unlock()
-	att.log.Info("claimed", "command", t.Command, "execution_timeout", t.ExecutionTimeout.D())
+	att.log.Info("claimed", "execution_timeout", t.ExecutionTimeout.D())
+	att.log.Debug("claimed command", "command", oneLine(t.Command, maxLoggedCommand))
 	a.tasks.Go(func() { a.runAttempt(ctx, att) })
 }
 
@@ -284,4 +286,17 @@ func signalName(sig syscall.Signal) string {
 		return n
 	}
 	return fmt.Sprintf("SIG%d", int(sig))
+}
+
+// maxLoggedCommand bounds the command a claim logs, in characters.
+const maxLoggedCommand = 200
+
+// oneLine is argv as one log-friendly line: arguments joined by spaces,
+// line breaks and tabs shown as \n and \t, cut to max characters with "…".
+func oneLine(argv []string, max int) string {
+	s := strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace(strings.Join(argv, " "))
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
 }

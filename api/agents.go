@@ -260,8 +260,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("scheduler decision", "decision", decision, "ti_id", req.TIID,
 			"attempt_id", req.AttemptID, "agent_id", agentID, "state", newState)
 	}
-	s.log.Info("task instance completed", "agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID,
-		"outcome", req.Outcome, "exit_code", req.ExitCode, "state", newState)
+	done := []any{"agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID, "outcome", req.Outcome}
+	if req.ExitCode != nil { // the value, not the pointer (exit_code=0xc000…)
+		done = append(done, "exit_code", *req.ExitCode)
+	}
+	s.log.Info("task instance completed", append(done, "state", newState)...)
 	writeJSON(w, http.StatusOK, protocol.CompleteResponse{State: string(newState)})
 }
 

@@ -138,3 +138,25 @@ func TestCLIWithoutAServer(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(r.Stderr), "postgres")
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
+
+// TestLiteTextLogIsClean (issue 13, CLI item 9): Lite's text log written
+// to a file has no ANSI escapes, exit codes as numbers, no command at
+// info level, and each agent under its name and id only.
+func TestLiteTextLogIsClean(t *testing.T) {
+	t.Parallel()
+	dags := t.TempDir()
+	writeDAG(t, dags, "fails", "dag_id: fails\ntasks:\n  - id: boom\n    retries: 0\n    command: [\"sh\", \"-c\", \"exit 1\"]\n")
+	lite := startLite(t, liteOpts{DAGs: dags, Agents: 1, Extra: []string{"--log-format", "text"}})
+	_, code := triggerJSON(t, lite, "fails", true)
+	assert.Equal(t, 3, code)
+	lite.Stop()
+	b, err := os.ReadFile(lite.LogPath())
+	require.NoError(t, err)
+	log := string(b)
+	assert.Contains(t, log, "task instance completed")
+	assert.NotContains(t, log, "\x1b[", "no colour in a file")
+	assert.Regexp(t, `exit_code=1\b`, log)
+	assert.NotContains(t, log, "exit_code=0x", "the exit code, not a pointer")
+	assert.NotRegexp(t, `(?m)claimed.*command=`, log, "the command only at debug level")
+	assert.NotRegexp(t, `(?m)\bagent=\d`, log, "no third agent id")
+}

@@ -109,7 +109,10 @@ func newLogger(cmd *cobra.Command, w io.Writer) (*slog.Logger, error) {
 		return nil, usageError("--log-format: %q must be auto, text or json", format)
 	}
 	if format == "text" {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: "15:04:05.000"})), nil
+		// Colour only on a terminal: a log file never holds ANSI escapes.
+		f, ok := w.(*os.File)
+		noColor := !ok || !isTerminal(f)
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: "15:04:05.000", NoColor: noColor})), nil
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
 }

@@ -82,3 +82,22 @@ func TestUnknownConfigKeyIsAnError(t *testing.T) {
 	assert.NotContains(t, r.err.Error(), "unknown key")
 	assert.Contains(t, r.err.Error(), "--heartbeat-interval")
 }
+
+// A text log written to a file is never coloured (issue 13, CLI item 9).
+func TestTextLogToFileHasNoColour(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lite.log")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd, _, err := newRootCmd().Find([]string{"lite"})
+	require.NoError(t, err)
+	require.NoError(t, cmd.ParseFlags([]string{"--log-format", "text"})) // merges the root's --log-format
+	log, err := newLogger(cmd, f)
+	require.NoError(t, err)
+	log.Error("boom", "exit_code", 1)
+	require.NoError(t, f.Sync())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "boom")
+	assert.NotContains(t, string(b), "\x1b[", "no ANSI escapes in a file")
+}

@@ -393,7 +393,7 @@ func startLocalAgents(ctx context.Context, o *liteOpts, server localAPI, token s
 			// threshold (a name held by a live agent is refused).
 			Servers: []string{server.url}, HTTPClient: server.client, Token: token, Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
 			Tags: o.agentTags, Capacity: o.agentCapacity, DrainTimeout: o.drainTimeout,
-			Logger: log.With("agent", i),
+			Logger: log, // the agent adds its name; "agent", i would be a third id
 		})
 		if err != nil {
 			log.Error("in-process agent", "err", err)
