@@ -59,9 +59,15 @@ var examples = map[string]string{
 	"vigil runs list": `  vigil runs list
   vigil runs list --dag etl --state failed --limit 20 -o wide
 
+  # Redraw as runs change, until Ctrl-C
+  vigil runs list --watch
+
   # Cancel every running run of a DAG
   vigil runs list --dag etl --state running -o name | xargs -n1 vigil runs cancel`,
 	"vigil runs show": `  vigil runs show 12
+
+  # Redraw as its task instances change, until the run ends
+  vigil runs show 12 --watch
   vigil runs show 12 -o json | jq '.task_instances[] | select(.state == "failed")'`,
 	"vigil runs events": `  vigil runs events 12
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -242,6 +243,7 @@ func newRunsListCmd(o *clientOpts) *cobra.Command {
 	var (
 		runState, dagID string
 		limit           int
+		w               watchOpts
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -254,44 +256,32 @@ func newRunsListCmd(o *clientOpts) *cobra.Command {
 			if limit < 1 || limit > 10000 {
 				return usageError("--limit: %d must be in 1..10000", limit)
 			}
+			if err := w.validate(); err != nil {
+				return err
+			}
 			c, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			runs, err := c.ListRuns(cmd.Context(), runState, dagID, limit)
-			if err != nil {
+			show := func(ctx context.Context, out io.Writer) ([]byte, error) {
+				runs, err := c.ListRuns(ctx, runState, dagID, limit)
+				if err != nil {
+					return nil, err
+				}
+				if runs == nil {
+					runs = []protocol.Run{}
+				}
+				list := protocol.RunList{Runs: runs}
+				return jsonBytes(list), o.render(out, runListView(list))
+			}
+			if !w.on {
+				_, err := show(cmd.Context(), cmd.OutOrStdout())
 				return err
 			}
-			if runs == nil {
-				runs = []protocol.Run{}
-			}
-			return o.render(cmd.OutOrStdout(), view{
-				api: protocol.RunList{Runs: runs},
-				table: func(w io.Writer, wide bool) error {
-					now := time.Now()
-					tw := newTable(w)
-					head := []string{"RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS"}
-					if wide {
-						head = append(head, "QUEUED", "ENDED", "REASON", "MESSAGE")
-					}
-					tableRow(tw, head...)
-					for _, r := range runs {
-						row := []string{strconv.FormatInt(r.ID, 10), r.DAGID, r.State, fmtTimePtr(r.StartDate),
-							elapsed(r.StartDate, r.EndDate, now), fmtCounts(r.TaskCounts)}
-						if wide {
-							row = append(row, fmtTime(r.QueuedAt), fmtTimePtr(r.EndDate), tableCell(r.Reason), tableCell(r.Message))
-						}
-						tableRow(tw, row...)
-					}
-					return tw.Flush()
-				},
-				names: func() []string {
-					ids := make([]string, len(runs))
-					for i, r := range runs {
-						ids[i] = strconv.FormatInt(r.ID, 10)
-					}
-					return ids
-				},
+			return watch(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), w.every, func(ctx context.Context) (frame, error) {
+				var buf bytes.Buffer
+				data, err := show(ctx, &buf)
+				return frame{text: buf.Bytes(), data: data}, err
 			})
 		},
 	}
@@ -299,34 +289,86 @@ func newRunsListCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&runState, "state", "", "only runs in this state: queued, running, success, failed or cancelled")
 	f.StringVar(&dagID, "dag", "", "only runs of this DAG")
 	f.IntVar(&limit, "limit", 100, "at most this many runs (1..10000)")
+	addWatchFlags(cmd, &w)
 	return cmd
 }
 
+// runListView is how runs list shows list in every -o format.
+func runListView(list protocol.RunList) view {
+	return view{
+		api: list,
+		table: func(w io.Writer, wide bool) error {
+			now := time.Now()
+			tw := newTable(w)
+			head := []string{"RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS"}
+			if wide {
+				head = append(head, "QUEUED", "ENDED", "REASON", "MESSAGE")
+			}
+			tableRow(tw, head...)
+			for _, r := range list.Runs {
+				row := []string{strconv.FormatInt(r.ID, 10), r.DAGID, r.State, fmtTimePtr(r.StartDate),
+					elapsed(r.StartDate, r.EndDate, now), fmtCounts(r.TaskCounts)}
+				if wide {
+					row = append(row, fmtTime(r.QueuedAt), fmtTimePtr(r.EndDate), tableCell(r.Reason), tableCell(r.Message))
+				}
+				tableRow(tw, row...)
+			}
+			return tw.Flush()
+		},
+		names: func() []string {
+			ids := make([]string, len(list.Runs))
+			for i, r := range list.Runs {
+				ids[i] = strconv.FormatInt(r.ID, 10)
+			}
+			return ids
+		},
+	}
+}
+
 func newRunsShowCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
+	var w watchOpts
+	cmd := &cobra.Command{
 		Use:   "show RUN_ID",
 		Short: "Show a run and its task instances",
-		Args:  exactArgs("RUN_ID"),
+		Long: `Show a run and its task instances. With --watch, poll and redraw whenever a
+state changes, until the run ends (or Ctrl-C).`,
+		Args: exactArgs("RUN_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseRunID(args[0])
 			if err != nil {
+				return err
+			}
+			if err := w.validate(); err != nil {
 				return err
 			}
 			c, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			d, err := c.GetRun(cmd.Context(), id)
-			if err != nil {
+			show := func(ctx context.Context, out io.Writer) (protocol.RunDetail, error) {
+				d, err := c.GetRun(ctx, id)
+				if err != nil {
+					return d, err
+				}
+				return d, o.render(out, view{
+					api:   d,
+					table: func(w io.Writer, wide bool) error { return printRunDetail(w, d, time.Now(), wide) },
+					names: func() []string { return []string{strconv.FormatInt(d.ID, 10)} },
+				})
+			}
+			if !w.on {
+				_, err := show(cmd.Context(), cmd.OutOrStdout())
 				return err
 			}
-			return o.render(cmd.OutOrStdout(), view{
-				api:   d,
-				table: func(w io.Writer, wide bool) error { return printRunDetail(w, d, time.Now(), wide) },
-				names: func() []string { return []string{strconv.FormatInt(d.ID, 10)} },
+			return watch(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), w.every, func(ctx context.Context) (frame, error) {
+				var buf bytes.Buffer
+				d, err := show(ctx, &buf)
+				return frame{text: buf.Bytes(), data: jsonBytes(d), done: err == nil && runTerminal(d.State)}, err
 			})
 		},
 	}
+	addWatchFlags(cmd, &w)
+	return cmd
 }
 
 // printRunDetail writes the run header, then its task instance table;
