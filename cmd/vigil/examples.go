@@ -101,6 +101,13 @@ var examples = map[string]string{
   vigil fence show --database-url postgres://vigil@db/vigil -o json`,
 	"vigil fence reset": `  # Only when leadership is blocked by the fence; the reset is audited
   vigil fence reset --database-url postgres://vigil@db/vigil --reason "etcd restored from backup" --yes`,
+	"vigil completion": `  # Completes commands, flags, DAG ids, run ids, task ids and states
+  vigil completion bash > ~/.vigil-completion.bash
+  echo 'source ~/.vigil-completion.bash' >> ~/.bashrc`,
+	"vigil completion bash":       `  vigil completion bash > /etc/bash_completion.d/vigil`,
+	"vigil completion zsh":        `  vigil completion zsh > "${fpath[1]}/_vigil"`,
+	"vigil completion fish":       `  vigil completion fish > ~/.config/fish/completions/vigil.fish`,
+	"vigil completion powershell": `  vigil completion powershell | Out-String | Invoke-Expression`,
 	"vigil version": `  vigil version
   vigil version -o json
 

@@ -59,6 +59,7 @@ has been read. -o json prints one JSON object per line.`,
 		},
 	}
 	o = addClientFlags(cmd)
+	cmd.ValidArgsFunction = completeLogsArgs(o)
 	cmd.Flags().IntVar(&try, "try", 0, "only this try number (0: every try)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task ends")
 	return cmd

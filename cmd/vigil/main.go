@@ -101,6 +101,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newSuperviseCmd(),
 	)
+	root.InitDefaultCompletionCmd() // now, so that it has examples too
 	applyExamples(root)
 	return root
 }

@@ -43,6 +43,7 @@ func newRunsCmd() *cobra.Command {
 		newRunsEventsCmd(o),
 		newRunsCancelCmd(o),
 	)
+	wireRunsCompletion(cmd, o)
 	return cmd
 }
 
