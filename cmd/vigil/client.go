@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,7 +107,10 @@ func (o *clientOpts) newClient() (*client.Client, error) {
 // Other errors are returned as they are.
 func explainError(err error) error {
 	var ue *client.UnreachableError
-	if errors.As(err, &ue) {
+	var op *net.OpError
+	var dns *net.DNSError
+	// Only when nothing answered: a TLS failure, say, needs another remedy.
+	if errors.As(err, &ue) && ((errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)) {
 		return &hintedError{err: err, hint: "is it running? Point the CLI at another server with --server URL or VIGIL_SERVER=URL"}
 	}
 	return err
