@@ -35,7 +35,7 @@ const (
 )
 
 // Agent pulls task instances from the control plane and runs them
-// (DESIGN §4). Create it with New; Run it once.
+// (docs/design.md §4). Create it with New; Run it once.
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
@@ -208,7 +208,7 @@ func (a *Agent) killAll() int {
 func (a *Agent) interval() time.Duration { return time.Duration(a.hbInterval.Load()) }
 
 // setInterval applies the heartbeat interval: Config wins, then the
-// server's value, then the DESIGN §4 default of 15 s. A Config value longer
+// server's value, then the docs/design.md §4 default of 15 s. A Config value longer
 // than the server's is lowered to the server's: the server validates its
 // agent-lost threshold against the interval it announces, and a slower
 // agent would be reaped across a failover. The server's value also sets

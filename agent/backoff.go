@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Reconnect backoff parameters (DESIGN §4, KiCI agent reconnection).
+// Reconnect backoff parameters (docs/design.md §4, KiCI agent reconnection).
 const (
 	backoffBase   = time.Second
 	backoffFactor = 1.5

@@ -9,7 +9,7 @@ import (
 )
 
 // claimLoop long-polls for work while there are free slots, until ctx is
-// done (DESIGN §4 claim). Tasks it starts use taskCtx for their network
+// done (docs/design.md §4 claim). Tasks it starts use taskCtx for their network
 // calls, so they outlive ctx during the drain. Failures back off, so a
 // control plane that registers but fails claims is not hammered.
 func (a *Agent) claimLoop(ctx, taskCtx context.Context) {

@@ -119,7 +119,7 @@ func readAPIError(op string, resp *http.Response) error {
 
 // isTransient reports whether err means the control plane is unreachable
 // or unhealthy, so the request should be buffered and retried after a
-// reconnect: any transport error, a 5xx, 408 or 429 (DESIGN §4).
+// reconnect: any transport error, a 5xx, 408 or 429 (docs/design.md §4).
 func isTransient(err error) bool {
 	if err == nil {
 		return false

@@ -17,21 +17,21 @@ const (
 	DefaultCapacity = 4
 	// DefaultDrainTimeout bounds a graceful shutdown.
 	DefaultDrainTimeout = 5 * time.Minute
-	// DefaultClaimWait is the claim long-poll wait (DESIGN §4: up to 30 s).
+	// DefaultClaimWait is the claim long-poll wait (docs/design.md §4: up to 30 s).
 	DefaultClaimWait = 30 * time.Second
-	// DefaultEventBufferSize is the outage event ring size (DESIGN §4).
+	// DefaultEventBufferSize is the outage event ring size (docs/design.md §4).
 	DefaultEventBufferSize = 5000
-	// DefaultLogBufferSize is the log line ring size (DESIGN §4).
+	// DefaultLogBufferSize is the log line ring size (docs/design.md §4).
 	DefaultLogBufferSize = 10000
 	// DefaultKillGrace is the SIGTERM to SIGKILL delay for a process group.
 	DefaultKillGrace = 10 * time.Second
-	// MaxClaimWait is the server's cap on a claim long poll (DESIGN §4);
+	// MaxClaimWait is the server's cap on a claim long poll (docs/design.md §4);
 	// New rejects a larger Config.ClaimWait.
 	MaxClaimWait = 30 * time.Second
 )
 
 // defaultHeartbeat applies when neither Config nor the server sets an
-// interval (DESIGN §4: every 15 s by default).
+// interval (docs/design.md §4: every 15 s by default).
 const defaultHeartbeat = 15 * time.Second
 
 // Config configures an Agent. Zero values take the documented defaults;
@@ -46,7 +46,7 @@ type Config struct {
 	Token string
 	// Name identifies the agent to operators. Default: "<hostname>-<pid>".
 	Name string
-	// Tags are matched against each task's required tags (DESIGN §4).
+	// Tags are matched against each task's required tags (docs/design.md §4).
 	Tags []string
 	// Capacity is how many TIs run concurrently. Default 4.
 	Capacity int
@@ -57,7 +57,7 @@ type Config struct {
 	// ClaimWait is the claim long-poll wait, at most 30s. Default 30s.
 	ClaimWait time.Duration
 	// HeartbeatInterval overrides the interval from the register reply;
-	// 0 uses the server's value (DESIGN §4: 15s by default). A value longer
+	// 0 uses the server's value (docs/design.md §4: 15s by default). A value longer
 	// than the server's is lowered to the server's, which validated its
 	// agent-lost threshold against it.
 	HeartbeatInterval time.Duration
@@ -71,10 +71,10 @@ type Config struct {
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
 	// EventBufferSize bounds the completions buffered during an outage.
-	// Default 5000 (DESIGN §4).
+	// Default 5000 (docs/design.md §4).
 	EventBufferSize int
 	// LogBufferSize bounds the log lines waiting to be shipped, during an
-	// outage or not. Default 10000 (DESIGN §4).
+	// outage or not. Default 10000 (docs/design.md §4).
 	LogBufferSize int
 	// KillGrace is the delay between SIGTERM and SIGKILL when the agent
 	// kills a process group. Default 10s.

@@ -1,7 +1,7 @@
 // Package agent is the Vigil agent: it registers with the control plane,
 // long-polls for task instances (TIs), runs each as a subprocess in its own
 // process group, heartbeats every in-flight attempt in one request, ships
-// the captured output, and reports completions (DESIGN §4).
+// the captured output, and reports completions (docs/design.md §4).
 //
 // # Protocol
 //
@@ -21,7 +21,7 @@
 // # Outages
 //
 // When the control plane is unreachable (a network error or a 5xx) the agent
-// keeps its tasks running and buffers what it would have sent (DESIGN §4,
+// keeps its tasks running and buffers what it would have sent (docs/design.md §4,
 // KiCI agent reconnection):
 //   - completions go into a ring of Config.EventBufferSize events; periodic
 //     heartbeats are only counted, because the one heartbeat sent after

@@ -27,7 +27,7 @@ const (
 	modeDrop = "drop" // connections are closed without a reply
 )
 
-// fakeAPI implements the agent protocol (DESIGN §4) in memory. Several
+// fakeAPI implements the agent protocol (docs/design.md §4) in memory. Several
 // httptest servers may share one fakeAPI, like replicas sharing a database.
 type fakeAPI struct {
 	t  *testing.T

@@ -9,7 +9,7 @@ import (
 )
 
 // heartbeatLoop sends one heartbeat for all in-flight attempts every
-// interval, and at once when woken. DESIGN §4: one request per agent
+// interval, and at once when woken. docs/design.md §4: one request per agent
 // refreshes the agent and all of its TIs.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTimer(a.interval())
@@ -93,7 +93,7 @@ func (a *Agent) postHeartbeat(ctx context.Context, c conn, entries []protocol.He
 
 // stopOrder kills the process group of an attempt the control plane no
 // longer wants (reaped, cancelled, superseded). No completion is sent for
-// it afterwards: the server has moved on (DESIGN §4). An attempt whose
+// it afterwards: the server has moved on (docs/design.md §4). An attempt whose
 // process already exited keeps its completion; the server judges it.
 func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
 	a.mu.Lock()

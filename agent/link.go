@@ -240,7 +240,7 @@ func (a *Agent) registerAndReplay(ctx context.Context, idx int) error {
 }
 
 // inFlight lists the attempts whose outcome the server has not yet heard:
-// running ones and those with a buffered completion (DESIGN §4 register),
+// running ones and those with a buffered completion (docs/design.md §4 register),
 // each with its true started flag, as a heartbeat reports them: a claimed
 // attempt whose process has not started yet must stay requeueable.
 func (a *Agent) inFlight() []protocol.HeartbeatEntry {

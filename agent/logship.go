@@ -10,7 +10,7 @@ import (
 
 // addLog gives the line the next Seq of its attempt and queues it. The Seq
 // and the agent's timestamp are fixed here, at capture, so replays keep
-// them (DESIGN §4 logs).
+// them (docs/design.md §4 logs).
 func (a *Agent) addLog(att *attempt, stream, text string) {
 	now := time.Now()
 	a.mu.Lock()

@@ -56,7 +56,7 @@ func (a *Agent) bufferCompletionLocked(pc pendingCompletion) {
 }
 
 // sendCompletion posts pc. It returns only errors that need a reconnect;
-// a stale or rejected completion is logged and dropped (DESIGN §4). direct
+// a stale or rejected completion is logged and dropped (docs/design.md §4). direct
 // is false for replays: only a fresh stale reply may signal the process
 // group, since an old group id may have been reused by then.
 func (a *Agent) sendCompletion(ctx context.Context, c conn, pc pendingCompletion, direct bool) error {
@@ -165,7 +165,7 @@ func (a *Agent) sendMarkers(ctx context.Context, c conn) error {
 	return nil
 }
 
-// gapMarker is the log line that precedes a replay (DESIGN §4); the
+// gapMarker is the log line that precedes a replay (docs/design.md §4); the
 // duration is shown in whole seconds.
 func gapMarker(d time.Duration, events, lines int, dropped uint64) string {
 	return fmt.Sprintf("--- control plane unreachable for %ds: replaying %d buffered events and %d log lines (%d dropped) ---",

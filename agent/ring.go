@@ -3,7 +3,7 @@ package agent
 import "iter"
 
 // ring is a bounded FIFO that drops its oldest entry when a push would
-// exceed the limit, and counts the drops (DESIGN §4, KiCI agent
+// exceed the limit, and counts the drops (docs/design.md §4, KiCI agent
 // reconnection: "oldest dropped first, with a drop count").
 //
 // Every entry has an absolute index that increases by one per push and never

@@ -21,8 +21,8 @@ type killCause int
 
 const (
 	causeNone    killCause = iota
-	causeTimeout           // execution_timeout exceeded (DESIGN §7)
-	causeStop              // stop order from the control plane (DESIGN §4)
+	causeTimeout           // execution_timeout exceeded (docs/design.md §7)
+	causeStop              // stop order from the control plane (docs/design.md §4)
 	causeDrain             // drain deadline at shutdown
 )
 
@@ -231,7 +231,7 @@ func (a *Agent) wait(att *attempt, cmd *exec.Cmd, pgid int) error {
 	return <-done
 }
 
-// outcome maps how the process ended to a completion (DESIGN §4
+// outcome maps how the process ended to a completion (docs/design.md §4
 // complete). end is the task leader's wait status as its supervisor
 // reported it; nil when the supervisor ended without reporting one, and
 // then waitErr, the supervisor's own end, is all there is.

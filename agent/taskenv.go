@@ -24,7 +24,7 @@ const DefaultTaskEnvAllow = "PATH,HOME,LANG,LC_*,TMPDIR,TZ,USER,LOGNAME,SHELL"
 // DefaultTaskEnvAllowList returns DefaultTaskEnvAllow split into names.
 func DefaultTaskEnvAllowList() []string { return strings.Split(DefaultTaskEnvAllow, ",") }
 
-// Task identity variables the agent sets for every task (DESIGN §4). A
+// Task identity variables the agent sets for every task (docs/design.md §4). A
 // task's env cannot override them.
 const (
 	EnvRunID     = "VIGIL_RUN_ID"     // the run's id, decimal

@@ -9,7 +9,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 )
 
-// HealthReport is the body of GET /monitor/health (DESIGN §10).
+// HealthReport is the body of GET /monitor/health (docs/design.md §10).
 type HealthReport struct {
 	Status     string               `json:"status"` // "ok" | "unhealthy"
 	Error      string               `json:"error,omitempty"`

@@ -1,4 +1,4 @@
-// Package api serves Vigil's HTTP API (DESIGN §4, §10): the agent protocol
+// Package api serves Vigil's HTTP API (docs/design.md §4, §10): the agent protocol
 // under /v1/agents, the operator endpoints behind the CLI, /metrics and the
 // health endpoints. Every replica serves all of it; each request is a short
 // PostgreSQL transaction, so any replica can answer any agent.
@@ -39,7 +39,7 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// MaxClaimWait bounds a claim long-poll (DESIGN §4).
+// MaxClaimWait bounds a claim long-poll (docs/design.md §4).
 const MaxClaimWait = 30 * time.Second
 
 // Control is what the API needs from the scheduler: health, the tuning

@@ -1,5 +1,5 @@
 // Package dag defines Vigil's DAG spec: the Go types, the YAML and JSON
-// encodings, and the validation rules of DESIGN §9.
+// encodings, and the validation rules of docs/design.md §9.
 //
 // A spec is one YAML document:
 //

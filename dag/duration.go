@@ -12,7 +12,7 @@ import (
 
 // Duration is a non-negative [time.Duration] that reads and writes as a Go
 // duration string ("90s", "5m", "1h30m") in YAML and JSON, the syntax
-// DESIGN §9 fixes for every duration. Zero means "not set"; each field says
+// docs/design.md §9 fixes for every duration. Zero means "not set"; each field says
 // what that implies.
 //
 // Decoding rejects negative values, because no duration in a spec has a

@@ -38,7 +38,7 @@ const (
 // its line and, where it can be located, the task and field, e.g.
 // `dag "etl": task "load": retry_delay: line 12: invalid duration "-5s":
 // must not be negative`. YAML syntax errors carry the library's line
-// number. A spec that decodes but breaks a rule of DESIGN §9 yields a
+// number. A spec that decodes but breaks a rule of docs/design.md §9 yields a
 // *ValidationError listing every problem.
 //
 // Parse rejects input over MaxSpecBytes, empty input, more than one

@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-const goodYAML = `# The example of DESIGN §9, with every field set.
+const goodYAML = `# The example of docs/design.md §9, with every field set.
 dag_id: nightly-etl
 description: Nightly extract and load.
 timeout: 1h                 # run timeout
@@ -178,7 +178,7 @@ func TestParseDecodeErrorsNameTheField(t *testing.T) {
 		want string
 	}{
 		// Negative durations are rejected at decode, with the field name
-		// (DESIGN §9).
+		// (docs/design.md §9).
 		{"negative timeout", "dag_id: d\ntimeout: -1h\ntasks: [{id: a, command: [x]}]\n",
 			`dag "d": timeout: line 2: invalid duration "-1h": must not be negative`},
 		{"negative retry_delay", task + "    retry_delay: -5s\n",

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits and defaults of a spec (DESIGN §9). They bound what one DAG may ask
+// Limits and defaults of a spec (docs/design.md §9). They bound what one DAG may ask
 // of the scheduler and what one API request may make [Parse] do.
 const (
 	// MaxSpecBytes is the largest YAML input Parse accepts: 1 MiB.
@@ -40,10 +40,10 @@ const (
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,249}$`)
 
 // ValidID reports whether id is a valid dag_id or task id: 1 to 250
-// characters of [A-Za-z0-9_.-], the first a letter or digit (DESIGN §9).
+// characters of [A-Za-z0-9_.-], the first a letter or digit (docs/design.md §9).
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
-// Spec is one DAG (DESIGN §3, §9): the unit users apply and trigger. The
+// Spec is one DAG (docs/design.md §3, §9): the unit users apply and trigger. The
 // YAML and JSON field names are the contract; JSON writes every numeric
 // field so that stored specs are explicit.
 type Spec struct {
@@ -52,7 +52,7 @@ type Spec struct {
 	// Description is free text for humans.
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	// Timeout bounds a whole run; past it, the run's unfinished task
-	// instances are cancelled with reason run_timeout (DESIGN §3). 0 means
+	// instances are cancelled with reason run_timeout (docs/design.md §3). 0 means
 	// no limit; at most RunTimeoutLimit.
 	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	// MaxActiveTasks caps the task instances of one run that are queued or

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// ValidationError lists every rule a spec breaks (DESIGN §9), so that a
+// ValidationError lists every rule a spec breaks (docs/design.md §9), so that a
 // user can fix a file in one pass. Validate returns it, and so does Parse
 // for a spec that decodes but is invalid.
 type ValidationError struct {
@@ -78,7 +78,7 @@ func taskRef(id string, index int) string {
 // exponentially many, and the first few are enough to start fixing.
 const maxCyclesShown = 10
 
-// Validate checks s against the rules of DESIGN §9 and returns nil or a
+// Validate checks s against the rules of docs/design.md §9 and returns nil or a
 // *ValidationError holding every violation:
 //
 //   - dag_id and task ids: required, ValidID, task ids unique;

@@ -74,7 +74,7 @@ func TestValidateRejectsEachRule(t *testing.T) {
 		mutate func(*Spec)
 		want   string // one full line of the error
 	}{
-		// dag_id (DESIGN §9)
+		// dag_id (docs/design.md §9)
 		{"dag_id missing", func(s *Spec) { s.DAGID = "" }, `dag (no dag_id): dag_id: required`},
 		{"dag_id with a space", func(s *Spec) { s.DAGID = "nightly etl" }, `dag "nightly etl": dag_id: must be 1 to 250 characters`},
 		{"dag_id starting with -", func(s *Spec) { s.DAGID = "-etl" }, `dag "-etl": dag_id: must be 1 to 250 characters`},

@@ -1,7 +1,7 @@
 // Package e2e runs Vigil end to end with real processes: the vigil binary
 // built once per test binary, `vigil lite` and `vigil agent` started as
 // child processes on loopback ports, the CLI run as a subprocess, and a
-// real PostgreSQL database per test from store/storetest (DESIGN §11).
+// real PostgreSQL database per test from store/storetest (docs/design.md §11).
 //
 // Every process is started by the harness and ended by its pid: SIGTERM,
 // a bounded wait, then SIGKILL. Each one also carries a private marker in

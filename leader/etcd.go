@@ -16,12 +16,12 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// Defaults and bounds of EtcdConfig (DESIGN §8).
+// Defaults and bounds of EtcdConfig (docs/design.md §8).
 const (
 	// DefaultEtcdPrefix is the default election key prefix. Candidates put
 	// PREFIX/<lease id in hex> with their replica id as the value.
 	DefaultEtcdPrefix = "/vigil/leader"
-	// DefaultElectionTTL is the default session (lease) TTL: DESIGN §8. It
+	// DefaultElectionTTL is the default session (lease) TTL: docs/design.md §8. It
 	// is store.DefaultElectionTTL, the basis of the default leader
 	// timeouts (store.DefaultLeaderTimeouts).
 	DefaultElectionTTL = store.DefaultElectionTTL
@@ -55,7 +55,7 @@ type EtcdConfig struct {
 	// observer. The elector never closes it.
 	Client *clientv3.Client
 	// Store holds the leader_fence row; each won election moves it to the
-	// term's epoch with store.AcquireFence (DESIGN §8).
+	// term's epoch with store.AcquireFence (docs/design.md §8).
 	Store *store.Store
 	// Self is this replica's id (the --replica-id flag). It is the value of
 	// the leader key, so it must be unique among the replicas.
@@ -78,7 +78,7 @@ type EtcdConfig struct {
 	Metrics *metrics.Metrics
 }
 
-// Etcd is Pro's elector (DESIGN §1, §8): an etcd lease election built on
+// Etcd is Pro's elector (docs/design.md §1, §8): an etcd lease election built on
 // go.etcd.io/etcd/client/v3/concurrency, fenced in PostgreSQL. Every
 // replica runs one; at most one of them holds the etcd leader key at a
 // time, and it runs the leader work under a term whose epoch is the leader
@@ -139,7 +139,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		return nil, errors.New("etcd elector: an etcd client is required")
 	}
 	if cfg.Store == nil {
-		return nil, errors.New("etcd elector: a store is required (leadership is fenced in PostgreSQL, DESIGN §8)")
+		return nil, errors.New("etcd elector: a store is required (leadership is fenced in PostgreSQL, docs/design.md §8)")
 	}
 	if strings.TrimSpace(cfg.Self) == "" {
 		return nil, errors.New("replica-id: must not be empty (it is the value of the etcd leader key)")
@@ -246,7 +246,7 @@ func (e *Etcd) Run(ctx context.Context, cb Callbacks) error {
 }
 
 // Resign ends this replica's candidacy for good; it is meant for SIGTERM
-// (DESIGN §8). If the replica leads, its leader work is cancelled and the
+// (docs/design.md §8). If the replica leads, its leader work is cancelled and the
 // leader key is deleted (election.Resign) at once, so a follower takes
 // over in milliseconds rather than after the TTL; a pending campaign is
 // withdrawn. Resign waits until Run has given up the key (or ctx is done)
@@ -338,7 +338,7 @@ func (e *Etcd) candidacy(ctx context.Context, cb Callbacks) error {
 
 	// lctx ends with ctx or with the session: a lease lost while we
 	// campaign aborts the campaign, and one lost while we lead ends the
-	// term at once (DESIGN §8).
+	// term at once (docs/design.md §8).
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
 	defer context.AfterFunc(session.Ctx(), lcancel)()
@@ -609,7 +609,7 @@ var errNotLeader = errors.New("not the leader")
 // key right now: the session has not expired (session.Done() is open), and
 // the first-created key under the prefix (election.Leader) is our key
 // (election.Key()), with our create revision and our lease. Campaign
-// returning is not proof of leadership (etcd #19597, DESIGN §8): a session
+// returning is not proof of leadership (etcd #19597, docs/design.md §8): a session
 // can expire while Campaign waits, and Campaign then returns once the older
 // keys are deleted, although ours is gone too. It returns nil when we lead,
 // an error wrapping errNotLeader when we do not, and another error when

@@ -165,7 +165,7 @@ func TestNewEtcdValidatesConfig(t *testing.T) {
 	ok := EtcdConfig{Client: cli, Store: st, Self: "r1"}
 	e, err := NewEtcd(ok)
 	require.NoError(t, err)
-	assert.Equal(t, 10, e.ttl, "default TTL is 10 s (DESIGN §8)")
+	assert.Equal(t, 10, e.ttl, "default TTL is 10 s (docs/design.md §8)")
 	assert.Equal(t, DefaultEtcdPrefix, e.prefix)
 	assert.Equal(t, Status{Self: "r1"}, e.Status())
 

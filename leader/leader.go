@@ -1,5 +1,5 @@
 // Package leader decides which replica runs the scheduler loop and the
-// reapers, and hands that replica a fencing epoch (DESIGN §1, §8).
+// reapers, and hands that replica a fencing epoch (docs/design.md §1, §8).
 //
 // What it does not guarantee: election alone never gives mutual exclusion
 // over PostgreSQL. Two replicas can both believe they lead for a moment

@@ -12,7 +12,7 @@ import (
 )
 
 // Static is Lite's elector: the process always leads, but its term is
-// still fenced by an epoch drawn from a database sequence (DESIGN §1). A
+// still fenced by an epoch drawn from a database sequence (docs/design.md §1). A
 // second Lite process started against the same database draws a larger
 // epoch and fences this one out; this one then stops leading for good,
 // says so in the log, and keeps serving the API.

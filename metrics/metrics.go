@@ -1,5 +1,5 @@
 // Package metrics defines Vigil's Prometheus collectors (prefix vigil_) and
-// the decision label values, all from DESIGN §10. One Metrics value is
+// the decision label values, all from docs/design.md §10. One Metrics value is
 // created per process and shared by the scheduler, reapers, elector and API.
 package metrics
 
@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Decision labels of vigil_scheduler_decisions_total (DESIGN §6, §7).
+// Decision labels of vigil_scheduler_decisions_total (docs/design.md §6, §7).
 const (
 	DecisionAgentLost         = "agent_lost"
 	DecisionAgentLostRequeued = "agent_lost_requeued"

@@ -11,7 +11,7 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// planAgentLost is the TI heartbeat reaper (DESIGN §6 row 1; Leoflow
+// planAgentLost is the TI heartbeat reaper (docs/design.md §6 row 1; Leoflow
 // scheduler-resilience; KiCI/horsies never-started vs started).
 //
 // Signal: state running, last_heartbeat_at set (a claim is the first
@@ -105,7 +105,7 @@ func agentName(id *int64) string {
 
 // graceNotice explains why a reaper that judges liveness from heartbeats
 // holds back, or returns "" once this leader has led, with the database
-// reachable, for the agent-lost threshold (DESIGN §6 post-leadership grace).
+// reachable, for the agent-lost threshold (docs/design.md §6 post-leadership grace).
 func graceNotice(reaper string, now time.Time, term Term, th Thresholds) string {
 	if gap := now.Sub(term.CheckedAt); term.MaxGap > 0 && gap > term.MaxGap {
 		return fmt.Sprintf("%s reaper holding back: %s passed since the leader last checked for a stall (limit %s); the grace restarts first",

@@ -11,7 +11,7 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// planDispatchLost is the dispatch-lost reaper (DESIGN §6 row 2; Leoflow
+// planDispatchLost is the dispatch-lost reaper (docs/design.md §6 row 2; Leoflow
 // scheduler-resilience; Strøm phase 4 tag check).
 //
 // Signal: state queued with queued_at set and older than the threshold

@@ -9,7 +9,7 @@ import (
 	"github.com/vigil-sched/vigil/metrics"
 )
 
-// planOrphans is the orphan-run reaper (DESIGN §6 row 3; Leoflow
+// planOrphans is the orphan-run reaper (docs/design.md §6 row 3; Leoflow
 // scheduler-resilience; horsies workflow recovery).
 //
 // Signal: run state running, no TI in scheduled, queued, running or

@@ -1,5 +1,5 @@
 // Package reaper turns stuck state into observable terminal state without
-// ever killing a live execution (DESIGN §6; Leoflow scheduler-resilience).
+// ever killing a live execution (docs/design.md §6; Leoflow scheduler-resilience).
 //
 // There are three reapers, one per file: agent-lost (running TIs whose
 // agent went silent), dispatch-lost (queued TIs no active agent can take)
@@ -31,13 +31,13 @@ import (
 )
 
 // Clock returns "now" for threshold comparisons. Production uses the
-// database clock (DBClock); tests step a fake one (DESIGN §11).
+// database clock (DBClock); tests step a fake one (docs/design.md §11).
 type Clock interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
 // DBClock reads now() from PostgreSQL, so replicas never compare against
-// their own clocks (DESIGN §3).
+// their own clocks (docs/design.md §3).
 type DBClock struct{ Store *store.Store }
 
 // Now implements Clock.
@@ -159,7 +159,7 @@ const (
 	ReaperAgentLost    = "agent_lost"
 	ReaperDispatchLost = "dispatch_lost"
 	ReaperOrphan       = "orphan"
-	// The DESIGN §7 additions from Strøm.
+	// The docs/design.md §7 additions from Strøm.
 	ReaperAgentInactive    = "agent_inactive"
 	ReaperExecutionTimeout = "execution_timeout"
 	ReaperRunTimeout       = "run_timeout"

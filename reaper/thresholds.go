@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Default thresholds (DESIGN §6; Leoflow scheduler-resilience defaults).
+// Default thresholds (docs/design.md §6; Leoflow scheduler-resilience defaults).
 const (
 	DefaultAgentLost    = 90 * time.Second // 6 × the 15 s heartbeat
 	DefaultDispatchLost = 3 * time.Minute

@@ -12,7 +12,7 @@ import (
 )
 
 // planExecutionTimeouts is the server-side execution-timeout backstop
-// (DESIGN §7; Strøm phase 2). The agent enforces execution_timeout itself
+// (docs/design.md §7; Strøm phase 2). The agent enforces execution_timeout itself
 // by killing the process group; this catches an agent that failed to.
 //
 // Signal: state running, started_at set, and started_at +
@@ -51,7 +51,7 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 	return plans, "", nil
 }
 
-// planRunTimeouts cancels runs past their DAG's timeout (DESIGN §7; Strøm
+// planRunTimeouts cancels runs past their DAG's timeout (docs/design.md §7; Strøm
 // phase 3). Signal: state queued or running, timeout set, and start (or
 // queue) time + timeout before now. Action: the run and its non-terminal
 // TIs become cancelled with reason run_timeout; agents running its TIs are
@@ -79,7 +79,7 @@ func (r *Reapers) planRunTimeouts(ctx context.Context, now time.Time, _ Term, _ 
 }
 
 // planInactiveAgents marks agents silent past the agent-lost threshold as
-// inactive (DESIGN §7; Strøm phase 1). Their running TIs are left to the
+// inactive (docs/design.md §7; Strøm phase 1). Their running TIs are left to the
 // agent-lost reaper; their next heartbeat or claim reactivates them. It
 // shares the post-leadership grace: an outage silences every agent.
 func (r *Reapers) planInactiveAgents(ctx context.Context, now time.Time, term Term, th Thresholds) ([]plan, string, error) {

@@ -8,7 +8,7 @@ import (
 	"github.com/vigil-sched/vigil/metrics"
 )
 
-// Retention configures leader-only pruning (DESIGN §7; horsies retention).
+// Retention configures leader-only pruning (docs/design.md §7; horsies retention).
 // A zero age disables that category; the CLI's defaults are
 // DefaultRetentionRuns and DefaultRetentionAgents.
 type Retention struct {

@@ -1,4 +1,4 @@
-// Package scheduler is Vigil's leader work (DESIGN §5, §6): while its
+// Package scheduler is Vigil's leader work (docs/design.md §5, §6): while its
 // replica leads, it runs the incremental scheduler tick, the reconcile
 // safety net, one service per reaper, retention and a stall detector,
 // each an independent maintenance.Service with its own interval, started
@@ -29,7 +29,7 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// Defaults (DESIGN §5, §6).
+// Defaults (docs/design.md §5, §6).
 const (
 	DefaultInterval          = time.Second
 	DefaultSweepInterval     = 10 * time.Second
@@ -374,7 +374,7 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 	return s.reapers.DryRun(ctx, *t)
 }
 
-// Heartbeat reports the scheduler's health (DESIGN §5, adr/0012): an error
+// Heartbeat reports the scheduler's health (docs/design.md §5, adr/0012): an error
 // when the database is unreachable, or, on the leader, when the stall
 // detector has had no database clock reading for longer than the gap
 // limit, or when a service has been stuck in one pass past its deadline.

@@ -9,7 +9,7 @@ import (
 	"github.com/vigil-sched/vigil/reaper"
 )
 
-// stallDetector owns the post-leadership grace of one term (DESIGN §6).
+// stallDetector owns the post-leadership grace of one term (docs/design.md §6).
 // It reads the database clock on a short ticker over a connection of its
 // own and restarts the grace when a reading failed (the database was
 // unreachable) or came later than gapLimit after the previous one (the

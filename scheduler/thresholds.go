@@ -27,7 +27,7 @@ func (s *Scheduler) Thresholds() reaper.Thresholds {
 // SetAgentLostThreshold changes the agent-lost threshold at runtime, for
 // every replica, after validation (≥ 2 × heartbeat interval, 1s..2h, and
 // in Pro above the failover minimum of reaper.Thresholds.ValidateTiming).
-// Safe to call at any time (DESIGN §5 tuning API).
+// Safe to call at any time (docs/design.md §5 tuning API).
 func (s *Scheduler) SetAgentLostThreshold(ctx context.Context, d time.Duration) error {
 	return s.UpdateThresholds(ctx, &d, nil, nil)
 }

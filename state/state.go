@@ -1,5 +1,5 @@
 // Package state is Vigil's one list of task-instance states, run states
-// and reasons, and of the transitions each actor may make (DESIGN §3).
+// and reasons, and of the transitions each actor may make (docs/design.md §3).
 // Every layer (store, scheduler, reaper, api) uses these constants; the
 // database mirrors them in CHECK constraints, and a test in store checks
 // the two agree. The package imports nothing of Vigil's: it is a leaf.
@@ -24,7 +24,7 @@ const (
 	// the agent-lost reaper and the execution-timeout backstop.
 	TIRunning TI = "running"
 	// TISuccess: terminal. A late success may also land here from
-	// up_for_retry, scheduled, queued or failed (DESIGN §6).
+	// up_for_retry, scheduled, queued or failed (docs/design.md §6).
 	TISuccess TI = "success"
 	// TIFailed: terminal, with a Reason.
 	TIFailed TI = "failed"
@@ -97,7 +97,7 @@ func (s Run) Terminal() bool {
 }
 
 // Reason is the machine-readable cause recorded on a TI that ends failed
-// or cancelled, or is requeued, and on a run that fails (DESIGN §3).
+// or cancelled, or is requeued, and on a run that fails (docs/design.md §3).
 type Reason string
 
 // Reasons.

@@ -119,7 +119,7 @@ func TestTransitionsUseKnownStatesAndActors(t *testing.T) {
 		assert.NotEqual(t, tr.From, tr.To, "%+v is not a move", tr)
 		assert.False(t, seen[tr], "%+v is listed twice", tr)
 		seen[tr] = true
-		// Only a late completion (DESIGN §6) moves a TI out of a
+		// Only a late completion (docs/design.md §6) moves a TI out of a
 		// terminal state.
 		if tr.From.Terminal() {
 			assert.Equal(t, state.ActorLateComplete, tr.By, "%+v leaves a terminal state", tr)

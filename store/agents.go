@@ -68,7 +68,7 @@ func hashCredential(credential string) []byte {
 }
 
 // Register registers an agent by name and reconciles the attempts it
-// reports in flight (DESIGN §4 register; KiCI in-flight reporting): the
+// reports in flight (docs/design.md §4 register; KiCI in-flight reporting): the
 // current ones are refreshed like a heartbeat, each with its own Started
 // flag (an attempt whose process never started stays unstarted, so a
 // reaper requeues it instead of spending a try), and the rest are returned
@@ -163,7 +163,7 @@ func (s *Store) CheckAgentCredential(ctx context.Context, agentID int64, credent
 // statement: last_heartbeat_at = now(), and started_at on the first report
 // with Started. It returns the attempts the agent must stop and the
 // database clock. Errors: ErrNotFound when the agent is unknown or
-// deregistered (the agent must register again). DESIGN §4 heartbeat.
+// deregistered (the agent must register again). docs/design.md §4 heartbeat.
 func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []HeartbeatEntry) ([]StopOrder, time.Time, error) {
 	ids := make([]int64, len(entries))
 	attempts := make([]string, len(entries))

@@ -88,7 +88,7 @@ func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 }
 
 // BenchmarkBatchedHeartbeat measures one agent heartbeat carrying 100
-// running attempts (DESIGN §4: one statement per agent).
+// running attempts (docs/design.md §4: one statement per agent).
 func BenchmarkBatchedHeartbeat(b *testing.B) {
 	st := benchStore(b, 100)
 	ctx := context.Background()

@@ -52,7 +52,7 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 //
 // A success for an attempt the agent-lost reaper already gave up on is
 // still accepted while no newer attempt was claimed and the run is live:
-// a completion for the current attempt is never lost (DESIGN §6;
+// a completion for the current attempt is never lost (docs/design.md §6;
 // Leoflow #1124).
 //
 // late reports such an accepted late completion, with newState success.

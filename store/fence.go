@@ -17,7 +17,7 @@ const FenceName = "scheduler"
 
 // FencedError is returned by LeaderTx when the fence holds another epoch:
 // a newer leader exists and this one must stop leading at once
-// (DESIGN §8, Temporal-style range_id fencing). AcquireFence and
+// (docs/design.md §8, Temporal-style range_id fencing). AcquireFence and
 // AcquireFenceIn return it when the fence refuses a candidate; then
 // Refusal says why and Fence holds the fence as it was read.
 type FencedError struct {
@@ -105,7 +105,7 @@ type Tx = pgx.Tx
 // SHARE and checks it still holds epoch. If not, nothing is written and a
 // *FencedError is returned. FOR SHARE blocks a newer leader's
 // AcquireFence until this transaction ends, so no write from a deposed
-// epoch can commit after the fence moved (DESIGN §8).
+// epoch can commit after the fence moved (docs/design.md §8).
 //
 // The transaction runs on the leader pool, bounded by LeaderTimeouts: a
 // statement waits for a lock at most Lock and runs at most Statement, and

@@ -11,7 +11,7 @@ import (
 )
 
 // Late completions: a success (or any outcome) for the current attempt of a
-// TI that a reaper already gave up on (DESIGN §6, "a completion is never
+// TI that a reaper already gave up on (docs/design.md §6, "a completion is never
 // lost"; adr/0014-late-success-after-run-end.md).
 
 // EventTIReopened is the event kind written for each dependent a late

@@ -13,7 +13,7 @@ import (
 // batch must be one the agent claimed (its current attempt, or an older one
 // recorded by a ti_claimed event), else ErrForbidden and nothing is
 // written. Replays are idempotent on (attempt_id, seq). Lines keep the
-// agent's original timestamps (DESIGN §4 logs). It returns how many lines
+// agent's original timestamps (docs/design.md §4 logs). It returns how many lines
 // were new.
 func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []LogLine) (int, error) {
 	if len(lines) == 0 {

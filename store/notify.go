@@ -10,7 +10,7 @@ import (
 )
 
 // Listener holds one dedicated connection that LISTENs on Vigil's wake
-// channels and fans each notification out to subscribers (DESIGN §5: the
+// channels and fans each notification out to subscribers (docs/design.md §5: the
 // loop wakes on LISTEN/NOTIFY, not only on its tick).
 //
 // Delivery is a hint, not a guarantee: subscribers must still poll on a

@@ -11,7 +11,7 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// The reapers' SQL (DESIGN §6). Each List* query returns only candidates
+// The reapers' SQL (docs/design.md §6). Each List* query returns only candidates
 // that carry a positive observable signal; each action is ONE conditional
 // UPDATE whose WHERE re-checks that exact signal, so a heartbeat, claim or
 // completion that commits first wins (River #1302). Comparisons use the

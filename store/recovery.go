@@ -10,7 +10,7 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// The Strøm-derived sweeps (DESIGN §7): execution-timeout backstop, run
+// The Strøm-derived sweeps (docs/design.md §7): execution-timeout backstop, run
 // timeout and stale agents. Same shape as reap.go: list by a positive
 // signal, act with one guarded, fenced statement.
 

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Retention (DESIGN §7; horsies retention cleanup): the leader prunes old
+// Retention (docs/design.md §7; horsies retention cleanup): the leader prunes old
 // terminal runs (their TIs, events and logs go with them through ON
 // DELETE CASCADE) and long-silent inactive or deregistered agents, in
 // fenced batches. A run that is not terminal is never touched.

@@ -11,13 +11,13 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// Terminal TI and run states, as SQL lists (DESIGN §3).
+// Terminal TI and run states, as SQL lists (docs/design.md §3).
 const (
 	tiTerminalSQL  = `('success','failed','upstream_failed','skipped','cancelled')`
 	runTerminalSQL = `('success','failed','cancelled')`
 )
 
-// Wake channels for LISTEN/NOTIFY (DESIGN §5).
+// Wake channels for LISTEN/NOTIFY (docs/design.md §5).
 const (
 	// ChanScheduler wakes the scheduler loop: a TI finished, a run was
 	// triggered or cancelled.

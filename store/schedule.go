@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The scheduler's steps (DESIGN §5), incremental: a pass works only on the
+// The scheduler's steps (docs/design.md §5), incremental: a pass works only on the
 // runs whose rows changed, taken from run_dirty, plus the retries that
 // fell due (adr/0011-incremental-scheduler.md). Each pass is one fenced
 // transaction. The reconcile safety net runs the same per-run steps over

@@ -9,7 +9,7 @@ import (
 
 // Settings returns every runtime setting (name → value). Settings are
 // shared by all replicas: a threshold set through any replica's API is
-// what the leader's reapers use (DESIGN §5 tuning API).
+// what the leader's reapers use (docs/design.md §5 tuning API).
 func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, value FROM settings`)
 	if err != nil {

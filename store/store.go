@@ -1,8 +1,8 @@
 // Package store is Vigil's only gateway to PostgreSQL (pgx/v5): schema
 // migrations, DAGs, runs, task instances, agents, events, logs, and the
-// leader fence. No other package writes SQL (DESIGN §2).
+// leader fence. No other package writes SQL (docs/design.md §2).
 //
-// Every timestamp it writes is now() on the database clock (DESIGN §3).
+// Every timestamp it writes is now() on the database clock (docs/design.md §3).
 // It takes and returns its own types (types.go), with states and reasons
 // from package state; the API converts them to the wire protocol's JSON
 // shapes at its edge, so the store never depends on the protocol.
@@ -42,7 +42,7 @@ var (
 )
 
 // StaleAttemptError reports a completion, heartbeat or log batch for an
-// attempt that is no longer current (DESIGN §4: 409 with a reason).
+// attempt that is no longer current (docs/design.md §4: 409 with a reason).
 type StaleAttemptError struct {
 	TIID   int64
 	Reason StopReason // why the attempt is not current

@@ -178,7 +178,7 @@ type Run struct {
 	TaskCounts map[state.TI]int
 }
 
-// TaskInstance is one task of one run with the DESIGN §3 timestamps (nil
+// TaskInstance is one task of one run with the docs/design.md §3 timestamps (nil
 // until the TI reaches the step that stamps them). MaxTries is retries+1;
 // AttemptID is empty and AgentID nil until the TI is first claimed.
 type TaskInstance struct {

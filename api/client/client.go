@@ -1,4 +1,4 @@
-// Package client is the Go client of Vigil's operator HTTP API (DESIGN §9),
+// Package client is the Go client of Vigil's operator HTTP API (docs/design.md §9),
 // used by the CLI. Every method is one request authenticated with the
 // operator bearer token; the JSON shapes are those of package protocol.
 //

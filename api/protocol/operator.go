@@ -40,7 +40,7 @@ type Run struct {
 	TaskCounts map[string]int `json:"task_counts,omitempty"`
 }
 
-// TaskInstance is one task of one run, with the DESIGN §3 timestamps.
+// TaskInstance is one task of one run, with the docs/design.md §3 timestamps.
 type TaskInstance struct {
 	ID               int64      `json:"id"`
 	RunID            int64      `json:"run_id"`
@@ -153,7 +153,7 @@ type LogList struct {
 
 // ReapCandidate is one item a reaper would act on (vigil reap --dry-run),
 // or did act on (vigil reap). Signal names the positive observable signal
-// that qualifies it (DESIGN §6) and SignalAt its time; Age is how old the
+// that qualifies it (docs/design.md §6) and SignalAt its time; Age is how old the
 // signal is on the database clock.
 type ReapCandidate struct {
 	Reaper    string    `json:"reaper"`   // agent_lost | dispatch_lost | orphan
@@ -212,7 +212,7 @@ type VersionInfo struct {
 	Version string `json:"version"`
 }
 
-// Thresholds are the three reaper thresholds (DESIGN §5 tuning API).
+// Thresholds are the three reaper thresholds (docs/design.md §5 tuning API).
 type Thresholds struct {
 	AgentLost    Duration `json:"agent_lost"`
 	DispatchLost Duration `json:"dispatch_lost"`

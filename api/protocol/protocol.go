@@ -2,7 +2,7 @@
 // shared by the server (package api), the agent and the CLI client.
 //
 // Durations travel as Go duration strings ("15s"); timestamps as RFC 3339
-// with nanoseconds. Source of the rules: DESIGN §4 (agent protocol).
+// with nanoseconds. Source of the rules: docs/design.md §4 (agent protocol).
 package protocol
 
 import (

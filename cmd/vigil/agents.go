@@ -12,7 +12,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// newAgentsCmd is `vigil agents list` (DESIGN §7, Strøm phase 1 registry).
+// newAgentsCmd is `vigil agents list` (docs/design.md §7, Strøm phase 1 registry).
 func newAgentsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "agents", Short: "Inspect registered agents"}
 	o := addClientFlags(cmd)

@@ -14,7 +14,7 @@ import (
 	"github.com/vigil-sched/vigil/api/client"
 )
 
-// defaultServerURL is where client subcommands look for the API (DESIGN §9).
+// defaultServerURL is where client subcommands look for the API (docs/design.md §9).
 const defaultServerURL = "http://127.0.0.1:8080"
 
 // operatorTokenFile is where Lite writes its generated operator token,

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/viper"
 )
 
-// bindConfig layers every flag of cmd (DESIGN §9): a flag given on the
+// bindConfig layers every flag of cmd (docs/design.md §9): a flag given on the
 // command line wins, then VIGIL_<FLAG_NAME> (dashes become underscores),
 // then the --config YAML file (same names as keys, nested sections become
 // dotted names such as recovery.agent-lost-threshold), then the default.
@@ -89,7 +89,7 @@ func setFlag(f *pflag.Flag, val any) error {
 }
 
 // newLogger builds the process logger from --log-format and --log-level:
-// tint for terminals (or "text"), slog.JSONHandler for "json" (DESIGN §10).
+// tint for terminals (or "text"), slog.JSONHandler for "json" (docs/design.md §10).
 func newLogger(cmd *cobra.Command, w io.Writer) (*slog.Logger, error) {
 	format, _ := cmd.Flags().GetString("log-format")
 	levelName, _ := cmd.Flags().GetString("log-level")

@@ -30,7 +30,7 @@ import (
 	"github.com/vigil-sched/vigil/store/pgcluster"
 )
 
-// liteOpts are the flags of `vigil lite` (DESIGN §1, §9).
+// liteOpts are the flags of `vigil lite` (docs/design.md §1, §9).
 type liteOpts struct {
 	databaseURL   string
 	dataDir       string
@@ -121,7 +121,7 @@ func (p *planeOpts) validate() error {
 }
 
 // recoveryOpts are the reaper settings, the `recovery:` section of the
-// config file (Strøm recovery section; DESIGN §6, §7).
+// config file (Strøm recovery section; docs/design.md §6, §7).
 type recoveryOpts struct {
 	agentLost, dispatchLost, orphan, sweepInterval time.Duration
 	retention                                      scheduler.Retention

@@ -1,4 +1,4 @@
-// Command vigil is Vigil's single binary (DESIGN §9): the Lite and Pro
+// Command vigil is Vigil's single binary (docs/design.md §9): the Lite and Pro
 // control planes, the agent, and the operator CLI. It stays thin: flags →
 // config → wiring; the work lives in the packages.
 package main
@@ -18,7 +18,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// Exit codes (DESIGN §9).
+// Exit codes (docs/design.md §9).
 const (
 	exitOK        = 0
 	exitError     = 1

@@ -13,7 +13,7 @@ import (
 
 // newReapCmd is `vigil reap [--dry-run]`: list every reaper candidate with
 // the signal that qualifies it and its age, or force one sweep now
-// (horsies manual recovery; DESIGN §7).
+// (horsies manual recovery; docs/design.md §7).
 func newReapCmd() *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
@@ -120,7 +120,7 @@ func orUnknown(s string) string {
 	return s
 }
 
-// newThresholdsCmd is `vigil thresholds get | set | reset` (DESIGN §5
+// newThresholdsCmd is `vigil thresholds get | set | reset` (docs/design.md §5
 // tuning API over HTTP).
 func newThresholdsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "thresholds", Short: "Get or set the reaper thresholds (shared by every replica)"}

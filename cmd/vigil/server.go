@@ -18,7 +18,7 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// serverOpts are the flags of `vigil server` (DESIGN §1, §8, §9).
+// serverOpts are the flags of `vigil server` (docs/design.md §1, §8, §9).
 type serverOpts struct {
 	databaseURL       string
 	etcdEndpoints     []string

@@ -1,6 +1,6 @@
 // Package etcdtest runs a real, single-member etcd server inside the test
-// process, so that tests of the Pro elector (DESIGN §8) use etcd itself
-// rather than a fake (DESIGN §11: real dependencies only).
+// process, so that tests of the Pro elector (docs/design.md §8) use etcd itself
+// rather than a fake (docs/design.md §11: real dependencies only).
 //
 // Each Start call gets its own server: its own data directory under
 // t.TempDir(), its own loopback ports and its own member name, so tests

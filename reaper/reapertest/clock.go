@@ -1,5 +1,5 @@
 // Package reapertest provides a stepped reaper.Clock for tests, so they
-// move time without sleeping (DESIGN §11).
+// move time without sleeping (docs/design.md §11).
 package reapertest
 
 import (

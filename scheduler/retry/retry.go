@@ -3,7 +3,7 @@
 // store (completions, reapers) and the scheduler share one definition.
 //
 // Source: Airflow's retries / retry_delay / retry_exponential_backoff /
-// max_retry_delay semantics, DESIGN §5 step 4.
+// max_retry_delay semantics, docs/design.md §5 step 4.
 package retry
 
 import "time"

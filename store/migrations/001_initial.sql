@@ -1,4 +1,4 @@
--- Vigil schema, version 1. DESIGN §3 (data model), §4 (agents), §8 (fence).
+-- Vigil schema, version 1. docs/design.md §3 (data model), §4 (agents), §8 (fence).
 -- All timestamps are timestamptz from the database clock.
 
 CREATE TABLE dags (
@@ -111,7 +111,7 @@ CREATE TABLE task_logs (
 );
 CREATE INDEX task_logs_ti_idx ON task_logs (ti_id, try_number, seq);
 
--- DESIGN §8: leader-only writes check epoch FOR SHARE inside their
+-- docs/design.md §8: leader-only writes check epoch FOR SHARE inside their
 -- transaction. Lite takes epochs from the sequence; Pro from etcd revisions.
 CREATE TABLE leader_fence (
     name        text PRIMARY KEY,

@@ -15,13 +15,13 @@ import (
 
 // ErrNoBinaries is returned (wrapped) by Start when no directory holding the
 // PostgreSQL server binaries initdb, pg_ctl and postgres is found, neither on
-// PATH nor under /usr/lib/postgresql/*/bin (DESIGN §1, §11).
+// PATH nor under /usr/lib/postgresql/*/bin (docs/design.md §1, §11).
 var ErrNoBinaries = errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found on PATH " +
 	"or under /usr/lib/postgresql/*/bin: install PostgreSQL server binaries " +
 	"(e.g. `apt-get install postgresql`) or pass --database-url")
 
 // binGlobs are searched after PATH, newest major version first. The Debian
-// layout comes from DESIGN §11; the RHEL/PGDG layout costs nothing to add.
+// layout comes from docs/design.md §11; the RHEL/PGDG layout costs nothing to add.
 var binGlobs = []string{"/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin"}
 
 // binaries is one directory holding a complete set of server binaries.

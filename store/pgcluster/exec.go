@@ -15,7 +15,7 @@ import (
 )
 
 // serverUser is the OS user the server runs as when Vigil runs as root:
-// PostgreSQL refuses to run as root (DESIGN §11).
+// PostgreSQL refuses to run as root (docs/design.md §11).
 const serverUser = "postgres"
 
 // runner runs PostgreSQL binaries, through `runuser -u postgres --` when the

@@ -1,8 +1,8 @@
 // Package pgcluster starts and stops a private PostgreSQL cluster from the
 // PostgreSQL server binaries installed on the machine. `vigil lite` uses it
 // for its database under --data-dir when no --database-url is given
-// (DESIGN §1), and package storetest uses it for the throwaway cluster of a
-// test binary (DESIGN §11).
+// (docs/design.md §1), and package storetest uses it for the throwaway cluster of a
+// test binary (docs/design.md §11).
 //
 // The cluster listens on 127.0.0.1 only, trusts every local connection
 // (initdb --auth=trust) and has one superuser, [User]. As root, every
@@ -79,7 +79,7 @@ type Config struct {
 	Logger *slog.Logger
 	// BinDir, if set, is the only directory searched for initdb, pg_ctl and
 	// postgres. Otherwise PATH is searched first, then the newest
-	// /usr/lib/postgresql/*/bin (DESIGN §11); for an existing cluster the
+	// /usr/lib/postgresql/*/bin (docs/design.md §11); for an existing cluster the
 	// first directory of its major version wins.
 	BinDir string
 	// DBName is the database Start creates if missing; empty means

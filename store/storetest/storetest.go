@@ -1,6 +1,6 @@
 // Package storetest gives integration tests a private, fully migrated
 // PostgreSQL database each, so that they can run with t.Parallel()
-// (DESIGN §11: real dependencies only, a database per test).
+// (docs/design.md §11: real dependencies only, a database per test).
 //
 // The server is the one named by $VIGIL_TEST_DATABASE_URL when set (its user
 // must be allowed to CREATE DATABASE). Otherwise the first DB call of a test
@@ -48,7 +48,7 @@ import (
 )
 
 // EnvDatabaseURL names the environment variable with the URL of an existing
-// server to use instead of a throwaway cluster (DESIGN §11). Its user needs
+// server to use instead of a throwaway cluster (docs/design.md §11). Its user needs
 // the CREATEDB privilege; its database is used only to create and drop the
 // per-test databases.
 const EnvDatabaseURL = "VIGIL_TEST_DATABASE_URL"
