@@ -33,6 +33,11 @@ const (
 	ExecutionTimeoutLimit = 7 * 24 * time.Hour
 	// RunTimeoutLimit bounds Spec.Timeout.
 	RunTimeoutLimit = 30 * 24 * time.Hour
+	// DefaultMaxActiveRuns is what MaxActiveRuns means when it is 0 on a
+	// scheduled DAG (docs/schedules.md).
+	DefaultMaxActiveRuns = 16
+	// MaxMaxActiveRuns is the largest MaxActiveRuns.
+	MaxMaxActiveRuns = 10000
 )
 
 // idPattern is the shape of dag_id and task ids: it is safe in URLs, file
@@ -59,6 +64,29 @@ type Spec struct {
 	// running at once. 0 (omitted) means DefaultMaxActiveTasks, which
 	// ApplyDefaults fills in; at most MaxMaxActiveTasks.
 	MaxActiveTasks int `yaml:"max_active_tasks,omitempty" json:"max_active_tasks"`
+	// Schedule makes the DAG run on its own (docs/schedules.md): a cron
+	// expression of five fields, a descriptor (@hourly, @daily, @weekly,
+	// @monthly, @yearly) or "@every DURATION". Empty: manual runs only.
+	Schedule string `yaml:"schedule,omitempty" json:"schedule,omitempty"`
+	// Timezone is the IANA zone the schedule is read in, e.g.
+	// "Europe/Berlin"; empty means UTC. DST is the time package's.
+	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
+	// StartDate is the earliest logical date (RFC 3339); required with
+	// Schedule.
+	StartDate string `yaml:"start_date,omitempty" json:"start_date,omitempty"`
+	// EndDate, if set (RFC 3339), is the last logical date a slot may have.
+	EndDate string `yaml:"end_date,omitempty" json:"end_date,omitempty"`
+	// Catchup creates every missed slot, oldest first; without it only
+	// the latest due slot runs.
+	Catchup bool `yaml:"catchup,omitempty" json:"catchup,omitempty"`
+	// MaxActiveRuns caps the runs of this DAG that are running at once;
+	// more wait in queued. 0 means DefaultMaxActiveRuns on a scheduled DAG
+	// and no cap on an unscheduled one (see EffectiveMaxActiveRuns); at
+	// most MaxMaxActiveRuns.
+	MaxActiveRuns int `yaml:"max_active_runs,omitempty" json:"max_active_runs,omitempty"`
+	// Paused is the schedule's initial state when the DAG is first
+	// applied; later applies do not change it.
+	Paused bool `yaml:"paused,omitempty" json:"paused,omitempty"`
 	// Tasks lists the tasks in declaration order, which TopoOrder uses to
 	// break ties. At least one, at most MaxTasks.
 	Tasks []Task `yaml:"tasks" json:"tasks"`
@@ -126,6 +154,19 @@ func (s *Spec) ApplyDefaults() {
 			t.Tags = nil
 		}
 	}
+}
+
+// EffectiveMaxActiveRuns is the cap on running runs of this DAG: the
+// MaxActiveRuns set, else DefaultMaxActiveRuns when the DAG has a
+// Schedule, else 0 (no cap).
+func (s *Spec) EffectiveMaxActiveRuns() int {
+	switch {
+	case s.MaxActiveRuns > 0:
+		return s.MaxActiveRuns
+	case s.Schedule != "":
+		return DefaultMaxActiveRuns
+	}
+	return 0
 }
 
 // TopoOrder returns the task ids in an order where every task comes after

@@ -91,6 +91,11 @@ const maxCyclesShown = 10
 //   - durations: not negative; retry_delay and max_retry_delay at most
 //     RetryDelayLimit, execution_timeout at most ExecutionTimeoutLimit,
 //     timeout at most RunTimeoutLimit;
+//   - schedule: a cron expression, descriptor or "@every D" (D ≥ 1s,
+//     whole seconds), with start_date (RFC 3339) required, end_date not
+//     before it, timezone an IANA zone; timezone, start_date, end_date,
+//     catchup and paused only with a schedule; max_active_runs 0 (the
+//     default) or 1..MaxMaxActiveRuns;
 //   - tags: non-empty, no repeats;
 //   - env: at most MaxEnvVars variables; names non-empty, without "=";
 //   - every string: valid UTF-8 without NUL bytes, since specs are stored
@@ -136,6 +141,7 @@ func (v *validator) spec(s *Spec) {
 		v.dagf("max_active_tasks", "must be between 1 and %d, or omitted for %d (got %d)",
 			MaxMaxActiveTasks, DefaultMaxActiveTasks, s.MaxActiveTasks)
 	}
+	v.schedule(s)
 	switch {
 	case len(s.Tasks) == 0:
 		v.dagf("tasks", "at least one task is required")
@@ -153,6 +159,53 @@ func (v *validator) spec(s *Spec) {
 		v.task(s.Tasks, i, first)
 	}
 	v.cycles(s.Tasks, first)
+}
+
+// schedule checks the schedule fields (docs/schedules.md).
+func (v *validator) schedule(s *Spec) {
+	if s.MaxActiveRuns < 0 || s.MaxActiveRuns > MaxMaxActiveRuns {
+		v.dagf("max_active_runs", "must be between 1 and %d, or omitted for %d on a scheduled DAG (got %d)",
+			MaxMaxActiveRuns, DefaultMaxActiveRuns, s.MaxActiveRuns)
+	}
+	if s.Schedule == "" {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"timezone", s.Timezone != ""}, {"start_date", s.StartDate != ""}, {"end_date", s.EndDate != ""},
+			{"catchup", s.Catchup}, {"paused", s.Paused}} {
+			if f.set {
+				v.dagf(f.name, "only allowed with a schedule")
+			}
+		}
+		return
+	}
+	if r := textRule(s.Schedule); r != "" {
+		v.dagf("schedule", "%s", r)
+	} else if _, _, err := parseSchedule(s.Schedule); err != nil {
+		v.dagf("schedule", "%v", err)
+	}
+	if _, err := scheduleLocation(s.Timezone); err != nil {
+		v.dagf("timezone", "%v", err)
+	}
+	var start time.Time
+	switch {
+	case s.StartDate == "":
+		v.dagf("start_date", "required with a schedule (an RFC 3339 time such as 2026-01-02T00:00:00Z)")
+	default:
+		var err error
+		if start, err = parseDate(s.StartDate); err != nil {
+			v.dagf("start_date", "%v", err)
+		}
+	}
+	if s.EndDate != "" {
+		end, err := parseDate(s.EndDate)
+		switch {
+		case err != nil:
+			v.dagf("end_date", "%v", err)
+		case !start.IsZero() && end.Before(start):
+			v.dagf("end_date", "must not be before start_date %s", s.StartDate)
+		}
+	}
 }
 
 const idRule = "must be 1 to 250 characters of A-Z, a-z, 0-9, '_', '.', '-', starting with a letter or digit"
