@@ -242,6 +242,8 @@ func (s *Scheduler) services(epoch int64, stall *stallDetector) (*maintenance.Gr
 			func(ctx context.Context) error { _, err := s.Tick(ctx, epoch); return err }),
 		maintenance.New(maintenance.Config{Name: ServiceReconcile, Interval: s.cfg.ReconcileInterval, InitialDelay: s.cfg.ReconcileInterval},
 			func(ctx context.Context) error { _, err := s.Reconcile(ctx, epoch); return err }),
+		maintenance.New(maintenance.Config{Name: ServiceSchedules, Interval: s.cfg.Interval},
+			func(ctx context.Context) error { _, err := s.Schedules(ctx, epoch); return err }),
 		maintenance.New(maintenance.Config{Name: ServiceSettings, Interval: s.cfg.SweepInterval}, s.RefreshThresholds),
 		maintenance.New(maintenance.Config{Name: ServiceTICounts, Interval: s.cfg.SweepInterval}, s.CountTaskInstances),
 	}

@@ -16,7 +16,9 @@ import (
 
 // ApplyDAG inserts or replaces a validated spec. It returns "created",
 // "updated" or "unchanged" (same spec hash). Runs already triggered keep
-// the task definitions they were created with.
+// the task definitions they were created with. The spec's paused is the
+// DAG's initial state only; a change of schedule, timezone or start_date
+// makes the schedules service recompute the next slot (docs/schedules.md).
 func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 	body, err := json.Marshal(spec)
 	if err != nil {
@@ -26,13 +28,19 @@ func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 	hash := hex.EncodeToString(sum[:])
 	var inserted bool
 	err = s.pool.QueryRow(ctx, `
-		INSERT INTO dags (dag_id, spec, spec_hash, max_active_tasks)
-		VALUES ($1, $2, $3, $4)
+		INSERT INTO dags (dag_id, spec, spec_hash, max_active_tasks, paused, max_active_runs)
+		VALUES ($1, $2, $3, $4, $5, nullif($6, 0))
 		ON CONFLICT (dag_id) DO UPDATE
 		   SET spec = EXCLUDED.spec, spec_hash = EXCLUDED.spec_hash,
-		       max_active_tasks = EXCLUDED.max_active_tasks, updated_at = now()
+		       max_active_tasks = EXCLUDED.max_active_tasks, max_active_runs = EXCLUDED.max_active_runs,
+		       next_slot = CASE WHEN dags.spec->>'schedule' IS NOT DISTINCT FROM EXCLUDED.spec->>'schedule'
+		                         AND dags.spec->>'timezone' IS NOT DISTINCT FROM EXCLUDED.spec->>'timezone'
+		                         AND dags.spec->>'start_date' IS NOT DISTINCT FROM EXCLUDED.spec->>'start_date'
+		                        THEN dags.next_slot END,
+		       updated_at = now()
 		 WHERE dags.spec_hash <> EXCLUDED.spec_hash
-		RETURNING (xmax = 0)`, spec.DAGID, body, hash, spec.MaxActiveTasks).Scan(&inserted)
+		RETURNING (xmax = 0)`, spec.DAGID, body, hash, spec.MaxActiveTasks, spec.Paused,
+		spec.EffectiveMaxActiveRuns()).Scan(&inserted)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "unchanged", nil

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/state"
 )
 
@@ -26,9 +28,9 @@ const (
 	ChanQueued = "vigil_queued"
 )
 
-// TriggerRun creates a queued run of dagID with one TI per task, copying
-// the task definitions so later applies do not change this run. Errors:
-// ErrNotFound when the DAG does not exist.
+// TriggerRun creates a queued manual run of dagID with one TI per task,
+// copying the task definitions so later applies do not change this run.
+// Errors: ErrNotFound when the DAG does not exist.
 func (s *Store) TriggerRun(ctx context.Context, dagID string) (Run, error) {
 	spec, _, err := s.GetDAG(ctx, dagID)
 	if err != nil {
@@ -36,50 +38,92 @@ func (s *Store) TriggerRun(ctx context.Context, dagID string) (Run, error) {
 	}
 	var run Run
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var timeout *int64
-		if spec.Timeout > 0 {
-			us := micros(spec.Timeout.D())
-			timeout = &us
-		}
-		err := tx.QueryRow(ctx, `
-			INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at)
-			VALUES ($1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond')
-			RETURNING id, dag_id, state, queued_at`, dagID, timeout, spec.MaxActiveTasks).
-			Scan(&run.ID, &run.DAGID, &run.State, &run.QueuedAt)
-		if err != nil {
-			return err
-		}
-		batch := &pgx.Batch{}
-		for i, t := range spec.Tasks {
-			env, err := json.Marshal(t.Env)
-			if err != nil {
-				return err
-			}
-			if t.Env == nil {
-				env = []byte("{}")
-			}
-			var execTimeout *int64
-			if t.ExecutionTimeout > 0 {
-				us := micros(t.ExecutionTimeout.D())
-				execTimeout = &us
-			}
-			batch.Queue(`
-				INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
-				    upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10 * interval '1 microsecond', $11,
-				    coalesce($12 * interval '1 microsecond', interval '1 hour'), $13 * interval '1 microsecond')`,
-				run.ID, dagID, t.ID, i, t.Command, env, nonNil(t.Tags), nonNil(t.DependsOn), t.Retries,
-				micros(t.RetryDelay.D()), t.RetryExponentialBackoff, nullMicros(t.MaxRetryDelay.D()), execTimeout)
-		}
-		batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $2)`,
-			run.ID, fmt.Sprintf("run of %s queued with %d tasks", dagID, len(spec.Tasks)))
-		batch.Queue(markDirtySQL, run.ID)
-		return tx.SendBatch(ctx, batch).Close()
+		run, _, err = createRunTx(ctx, tx, spec, runOrigin{Type: RunManual})
+		return err
 	})
 	if err != nil {
 		return Run{}, fmt.Errorf("trigger run of %q: %w", dagID, err)
 	}
 	return run, nil
+}
+
+// Run types (runs.run_type; docs/schedules.md).
+const (
+	RunManual    = "manual"
+	RunScheduled = "scheduled"
+	RunBackfill  = "backfill"
+)
+
+// runOrigin says how a run comes to be: its type and, for a scheduled or
+// backfill run, its slot.
+type runOrigin struct {
+	Type string
+	// Slot is set for scheduled and backfill runs.
+	Slot *Slot
+}
+
+// createRunTx inserts a queued run of spec with one TI per task, a
+// run_queued event and a run_dirty row, inside tx. A scheduled run whose
+// slot already has one is not created: it returns created false and no
+// error (INSERT … ON CONFLICT DO NOTHING on runs_scheduled_slot_idx).
+func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (Run, bool, error) {
+	var run Run
+	var timeout *int64
+	if spec.Timeout > 0 {
+		us := micros(spec.Timeout.D())
+		timeout = &us
+	}
+	var logical, ivStart, ivEnd *time.Time
+	if o.Slot != nil {
+		logical, ivStart, ivEnd = &o.Slot.LogicalDate, &o.Slot.IntervalStart, &o.Slot.IntervalEnd
+	}
+	conflict := ""
+	if o.Type == RunScheduled {
+		conflict = `ON CONFLICT (dag_id, logical_date) WHERE run_type = 'scheduled' DO NOTHING`
+	}
+	err := tx.QueryRow(ctx, `
+		INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at,
+		    run_type, logical_date, data_interval_start, data_interval_end)
+		VALUES ($1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7)
+		`+conflict+`
+		RETURNING id, dag_id, state, queued_at`, spec.DAGID, timeout, spec.MaxActiveTasks,
+		o.Type, logical, ivStart, ivEnd).
+		Scan(&run.ID, &run.DAGID, &run.State, &run.QueuedAt)
+	if errors.Is(err, pgx.ErrNoRows) && conflict != "" {
+		return Run{}, false, nil
+	}
+	if err != nil {
+		return Run{}, false, err
+	}
+	batch := &pgx.Batch{}
+	for i, t := range spec.Tasks {
+		env, err := json.Marshal(t.Env)
+		if err != nil {
+			return Run{}, false, err
+		}
+		if t.Env == nil {
+			env = []byte("{}")
+		}
+		var execTimeout *int64
+		if t.ExecutionTimeout > 0 {
+			us := micros(t.ExecutionTimeout.D())
+			execTimeout = &us
+		}
+		batch.Queue(`
+			INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
+			    upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10 * interval '1 microsecond', $11,
+			    coalesce($12 * interval '1 microsecond', interval '1 hour'), $13 * interval '1 microsecond')`,
+			run.ID, spec.DAGID, t.ID, i, t.Command, env, nonNil(t.Tags), nonNil(t.DependsOn), t.Retries,
+			micros(t.RetryDelay.D()), t.RetryExponentialBackoff, nullMicros(t.MaxRetryDelay.D()), execTimeout)
+	}
+	batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $2)`,
+		run.ID, fmt.Sprintf("%s run of %s queued with %d tasks", o.Type, spec.DAGID, len(spec.Tasks)))
+	batch.Queue(markDirtySQL, run.ID)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return Run{}, false, err
+	}
+	return run, true, nil
 }
 
 func nonNil(s []string) []string {
@@ -180,6 +224,9 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reaso
 		INSERT INTO events (run_id, kind, message) SELECT id, 'run_cancelled', $3 FROM r`,
 		runID, string(reason), message)
 	if err != nil {
+		return err
+	}
+	if _, err := wakeHeldTx(ctx, tx, []int64{runID}); err != nil {
 		return err
 	}
 	return markDirty(ctx, tx, runID)

@@ -176,6 +176,7 @@ func scheduleRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (TickResult, er
 		{&res.Queued, queueScheduledTx},
 		{&res.Finalized, finalizeRunsTx},
 		{&res.Idle, markIdleTx},
+		{new(int), wakeHeldTx},
 	}
 	for _, st := range steps {
 		if *st.n, err = st.fn(ctx, tx, live); err != nil {
@@ -190,15 +191,49 @@ func execCount(ctx context.Context, tx pgx.Tx, sql string, args ...any) (int, er
 	return int(tag.RowsAffected()), err
 }
 
-// startRunsTx moves the queued runs among ids to running (step 1) and
-// arms their run timeout from the start.
+// startRunsTx moves the queued runs among ids to running (step 1), oldest
+// first within each DAG and only while the DAG's running runs stay within
+// its max_active_runs (the rest wait in queued; docs/schedules.md), and
+// arms their run timeout from the start. The rows of capped DAGs are
+// locked first, so concurrent passes cannot both take the last place; the
+// running count reads runs_active_idx.
 func startRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	_, err := tx.Exec(ctx, `
+		SELECT 1 FROM dags d
+		 WHERE d.max_active_runs IS NOT NULL
+		   AND d.dag_id IN (SELECT dag_id FROM runs WHERE id = ANY ($1) AND state = 'queued')
+		 ORDER BY d.dag_id FOR NO KEY UPDATE OF d`, ids)
+	if err != nil {
+		return 0, err
+	}
 	return execCount(ctx, tx, `
-		WITH s AS (
+		WITH cand AS (
+		  SELECT r.id, r.dag_id, row_number() OVER (PARTITION BY r.dag_id ORDER BY r.id) AS rn
+		    FROM runs r WHERE r.id = ANY ($1) AND r.state = 'queued'),
+		pick AS (
+		  SELECT c.id FROM cand c JOIN dags d ON d.dag_id = c.dag_id
+		   WHERE d.max_active_runs IS NULL
+		      OR c.rn <= d.max_active_runs - (SELECT count(*) FROM runs x
+		                                       WHERE x.dag_id = c.dag_id AND x.state IN ('queued', 'running')
+		                                         AND x.state = 'running')),
+		s AS (
 		  UPDATE runs SET state = 'running', start_date = now(), updated_at = now(),
 		         deadline_at = now() + timeout
-		   WHERE id = ANY ($1) AND state = 'queued' RETURNING id)
+		    FROM pick WHERE runs.id = pick.id AND runs.state = 'queued' RETURNING runs.id)
 		INSERT INTO events (run_id, kind, message) SELECT id, 'run_started', 'run started' FROM s`, ids)
+}
+
+// wakeHeldTx marks dirty the oldest queued runs of capped DAGs among
+// whose runs in ids one has ended, up to the DAG's max_active_runs: a
+// place may have opened for a run that startRunsTx held.
+func wakeHeldTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+	return execCount(ctx, tx, `
+		INSERT INTO run_dirty (run_id)
+		SELECT q.id FROM dags d
+		  JOIN LATERAL (SELECT id FROM runs q WHERE q.dag_id = d.dag_id AND q.state = 'queued'
+		                 ORDER BY q.id LIMIT d.max_active_runs) q ON true
+		 WHERE d.max_active_runs IS NOT NULL
+		   AND d.dag_id IN (SELECT dag_id FROM runs WHERE id = ANY ($1) AND state IN `+runTerminalSQL+`)`, ids)
 }
 
 // upstreamFailedSQL marks a 'none' TI of the given runs upstream_failed
