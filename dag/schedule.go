@@ -82,6 +82,25 @@ func (sl *Slots) Next(t time.Time) time.Time {
 	return sl.sched.Next(t.In(sl.loc)).UTC()
 }
 
+// FastForward returns the slot k steps after cur, for the largest k ≥ 0
+// that leaves it due no later than now (its own interval ending by now),
+// and k, computed in one step for "@every" schedules. Cron schedules
+// return cur and 0: their slots are walked with Next.
+// It never passes End's last slot.
+func (sl *Slots) FastForward(cur, now time.Time) (time.Time, int) {
+	if sl.every > 0 && !sl.End.IsZero() && sl.End.Add(sl.every).Before(now) {
+		now = sl.End.Add(sl.every)
+	}
+	if sl.every <= 0 || !cur.Add(sl.every).Before(now) {
+		return cur, 0
+	}
+	k := int(now.Sub(cur)/sl.every) - 1
+	if k <= 0 {
+		return cur, 0
+	}
+	return cur.Add(time.Duration(k) * sl.every).UTC(), k
+}
+
 // Ended reports whether t is past End, so no slot at t exists.
 func (sl *Slots) Ended(t time.Time) bool { return !sl.End.IsZero() && t.After(sl.End) }
 

@@ -80,7 +80,13 @@ func planSlots(d store.ScheduledDAG, now time.Time) (store.SlotPlan, bool, error
 		}
 	}
 	room := maxRuns - d.Live
-	for steps := 0; steps < maxSlotSteps && !sl.Ended(cur); steps++ {
+	if !d.Spec.Catchup {
+		var k int
+		cur, k = sl.FastForward(cur, now)
+		plan.Skipped += k
+	}
+	steps := 0
+	for ; steps < maxSlotSteps && !sl.Ended(cur); steps++ {
 		if d.Spec.Catchup && len(plan.Slots) >= room {
 			break
 		}
@@ -94,6 +100,12 @@ func planSlots(d store.ScheduledDAG, now time.Time) (store.SlotPlan, bool, error
 			plan.Slots = plan.Slots[1:]
 			plan.Skipped++
 		}
+	}
+	if steps == maxSlotSteps && !d.Spec.Catchup {
+		// The walk stopped short of now: its last slot is not the latest
+		// due one, so it only moves the pointer.
+		plan.Skipped += len(plan.Slots)
+		plan.Slots = nil
 	}
 	plan.Next = cur
 	plan.Held = len(plan.Slots) > 0 && d.Live >= maxRuns

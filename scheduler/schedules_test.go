@@ -285,3 +285,21 @@ func TestUnscheduledDAGHasNoRunCap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 20, res.Started)
 }
+
+func TestSchedulesNoCatchupFastForwardsEvery(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t, utc("2026-01-01T00:10:05Z"))
+	e.apply(t, "dag_id: f\nschedule: \"@every 10s\"\nstart_date: 2026-01-01T00:00:00Z\n")
+	e.apply(t, "dag_id: g\nschedule: \"@every 10s\"\nstart_date: 2026-01-01T00:00:00Z\nend_date: 2026-01-01T00:05:00Z\n")
+
+	assert.Equal(t, 2, e.pass(t))
+	got := e.slots(t, "f")
+	require.Len(t, got, 1)
+	assert.Equal(t, utc("2026-01-01T00:09:50Z"), got[0].logical.UTC(), "the latest due slot")
+	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM events WHERE kind = 'slots_skipped' AND message LIKE '%59 earlier%'`))
+	got = e.slots(t, "g")
+	require.Len(t, got, 1)
+	assert.Equal(t, utc("2026-01-01T00:05:00Z"), got[0].logical.UTC(), "the last slot before end_date")
+	e.clock.Add(time.Hour)
+	assert.Equal(t, 1, e.pass(t), "f's latest slot only; g has ended")
+}
