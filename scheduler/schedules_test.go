@@ -194,6 +194,14 @@ func TestSchedulesManualRunAtSlotDoesNotSuppressIt(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, utc("2026-01-01T00:00:00Z"), got[0].logical.UTC())
 	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM runs WHERE id = $1 AND run_type = 'manual'`, manual.ID))
+	assert.Equal(t, store.RunManual, manual.RunType)
+	runs, err := e.st.ListRuns(e.ctx, "", "m", 10)
+	require.NoError(t, err)
+	require.Len(t, runs, 3)
+	assert.Equal(t, store.RunScheduled, runs[0].RunType, "newest first: the scheduled run")
+	require.NotNil(t, runs[0].LogicalDate)
+	assert.Equal(t, utc("2026-01-01T00:00:00Z"), runs[0].LogicalDate.UTC())
+	assert.Equal(t, utc("2026-01-01T01:00:00Z"), runs[0].IntervalEnd.UTC())
 }
 
 func TestSchedulesDSTEuropeBerlin(t *testing.T) {

@@ -95,6 +95,7 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	if err != nil {
 		return Run{}, false, err
 	}
+	run.RunType, run.LogicalDate, run.IntervalStart, run.IntervalEnd = o.Type, logical, ivStart, ivEnd
 	batch := &pgx.Batch{}
 	for i, t := range spec.Tasks {
 		env, err := json.Marshal(t.Env)
@@ -135,14 +136,15 @@ func nonNil(s []string) []string {
 
 // runColumns is the column list scanned by scanRun.
 const runColumns = `r.id, r.dag_id, r.state, coalesce(r.reason, ''), coalesce(r.message, ''),
-	r.queued_at, r.start_date, r.end_date,
+	r.queued_at, r.start_date, r.end_date, r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end,
 	(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 	   (SELECT state, count(*) AS n FROM task_instances WHERE run_id = r.id GROUP BY state) c)`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	var counts []byte
-	err := row.Scan(&r.ID, &r.DAGID, &r.State, &r.Reason, &r.Message, &r.QueuedAt, &r.StartDate, &r.EndDate, &counts)
+	err := row.Scan(&r.ID, &r.DAGID, &r.State, &r.Reason, &r.Message, &r.QueuedAt, &r.StartDate, &r.EndDate,
+		&r.RunType, &r.LogicalDate, &r.IntervalStart, &r.IntervalEnd, &counts)
 	if err != nil {
 		return r, err
 	}

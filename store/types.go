@@ -172,6 +172,11 @@ type Run struct {
 	QueuedAt  time.Time
 	StartDate *time.Time
 	EndDate   *time.Time
+	// RunType is RunManual, RunScheduled or RunBackfill.
+	RunType string
+	// LogicalDate, IntervalStart and IntervalEnd are a scheduled or
+	// backfill run's slot (docs/schedules.md); nil for a manual run.
+	LogicalDate, IntervalStart, IntervalEnd *time.Time
 	// TaskCounts counts the run's TIs by state (states with none are
 	// absent). ListRuns, GetRun and CancelRun fill it; TriggerRun leaves
 	// it nil.

@@ -36,6 +36,13 @@ type Run struct {
 	QueuedAt  time.Time  `json:"queued_at"`
 	StartDate *time.Time `json:"start_date,omitempty"`
 	EndDate   *time.Time `json:"end_date,omitempty"`
+	// RunType is manual, scheduled or backfill (docs/schedules.md).
+	RunType string `json:"run_type,omitempty"`
+	// LogicalDate and the data interval are a scheduled or backfill
+	// run's slot; absent for a manual run.
+	LogicalDate       *time.Time `json:"logical_date,omitempty"`
+	DataIntervalStart *time.Time `json:"data_interval_start,omitempty"`
+	DataIntervalEnd   *time.Time `json:"data_interval_end,omitempty"`
 	// Counts of TIs by state, filled by GET /v1/runs and /v1/runs/{id}.
 	TaskCounts map[string]int `json:"task_counts,omitempty"`
 }
