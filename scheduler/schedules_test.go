@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/reaper/reapertest"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
@@ -310,4 +311,27 @@ func TestSchedulesNoCatchupFastForwardsEvery(t *testing.T) {
 	assert.Equal(t, utc("2026-01-01T00:05:00Z"), got[0].logical.UTC(), "the last slot before end_date")
 	e.clock.Add(time.Hour)
 	assert.Equal(t, 1, e.pass(t), "f's latest slot only; g has ended")
+}
+
+// The schedules service runs while leading: a due slot becomes a run, and
+// the tick starts it.
+func TestSchedulesServiceRunsWhileLeading(t *testing.T) {
+	t.Parallel()
+	e := startLeading(t, reaper.Thresholds{AgentLost: time.Hour, DispatchLost: time.Hour, Orphan: time.Hour}, nil)
+	now, err := e.clock.Now(e.ctx)
+	require.NoError(t, err)
+	start := now.UTC().Truncate(time.Second).Add(-time.Minute).Format(time.RFC3339)
+	spec, err := dag.Parse([]byte("dag_id: sv\nschedule: \"@every 10s\"\nstart_date: " + start + "\ntasks:\n  - id: a\n    command: [\"true\"]\n"))
+	require.NoError(t, err)
+	_, err = e.st.ApplyDAG(e.ctx, spec)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		runs, err := e.st.ListRuns(e.ctx, state.RunRunning, "sv", 10)
+		return err == nil && len(runs) == 1 && runs[0].RunType == store.RunScheduled
+	}, 5*time.Second, 10*time.Millisecond, "the latest due slot's run is created and started")
+	e.clock.Add(10 * time.Second)
+	require.Eventually(t, func() bool {
+		runs, err := e.st.ListRuns(e.ctx, "", "sv", 10)
+		return err == nil && len(runs) == 2
+	}, 5*time.Second, 10*time.Millisecond, "the next slot follows when the clock moves")
 }
