@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 )
@@ -33,7 +34,24 @@ const (
 	EnvTryNumber = "VIGIL_TRY_NUMBER" // the try this attempt is, from 1
 	EnvAttemptID = "VIGIL_ATTEMPT_ID" // the attempt's UUID
 	EnvTIID      = "VIGIL_TI_ID"      // the task instance's id, decimal
+
+	// EnvRunType is the run's type: manual, scheduled or backfill
+	// (docs/schedules.md); manual when the server predates schedules.
+	EnvRunType = "VIGIL_RUN_TYPE"
+	// EnvLogicalDate, EnvDataIntervalStart and EnvDataIntervalEnd are the
+	// run's slot in RFC 3339 (UTC); set but empty for a manual run.
+	EnvLogicalDate       = "VIGIL_LOGICAL_DATE"
+	EnvDataIntervalStart = "VIGIL_DATA_INTERVAL_START"
+	EnvDataIntervalEnd   = "VIGIL_DATA_INTERVAL_END"
 )
+
+// envTime formats a slot time for a task: RFC 3339 in UTC, or "" for nil.
+func envTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
 
 // reservedEnvPrefix is the namespace of Vigil's own configuration, tokens
 // included (every flag reads VIGIL_<FLAG_NAME>). No allow-list entry may
@@ -131,5 +149,13 @@ func taskEnv(allow, base []string, t protocol.ClaimedTask) []string {
 	set(EnvTryNumber, strconv.Itoa(t.TryNumber))
 	set(EnvAttemptID, t.AttemptID)
 	set(EnvTIID, strconv.FormatInt(t.TIID, 10))
+	runType := t.RunType
+	if runType == "" {
+		runType = "manual"
+	}
+	set(EnvRunType, runType)
+	set(EnvLogicalDate, envTime(t.LogicalDate))
+	set(EnvDataIntervalStart, envTime(t.DataIntervalStart))
+	set(EnvDataIntervalEnd, envTime(t.DataIntervalEnd))
 	return env
 }

@@ -50,6 +50,7 @@ func TestTaskSeesOnlyAllowedEnvironment(t *testing.T) { // not parallel: t.Seten
 		"GREETING": "hello", "PATH": "/usr/bin:/bin", "LC_TIME": "C", "TZ": "UTC", "LANG": "C.UTF-8",
 		EnvRunID: "7", EnvDAGID: "etl", EnvTaskID: task.TaskID, EnvTryNumber: "1",
 		EnvAttemptID: task.AttemptID, EnvTIID: strconv.FormatInt(task.TIID, 10),
+		EnvRunType: "manual", EnvLogicalDate: "", EnvDataIntervalStart: "", EnvDataIntervalEnd: "",
 	}
 	for k, v := range want {
 		assert.Equal(t, v, got[k], "variable %s", k)
@@ -77,7 +78,8 @@ func TestTaskEnvAllowConfig(t *testing.T) {
 		Env: map[string]string{"MY_B": "task", "VIGIL_RUN_ID": "42"},
 	})
 	assert.Equal(t, []string{"PATH=/bin", "MY_A=1", "MY_B=task", "VIGIL_RUN_ID=3", "VIGIL_DAG_ID=d",
-		"VIGIL_TASK_ID=x", "VIGIL_TRY_NUMBER=2", "VIGIL_ATTEMPT_ID=a-1", "VIGIL_TI_ID=5"}, env)
+		"VIGIL_TASK_ID=x", "VIGIL_TRY_NUMBER=2", "VIGIL_ATTEMPT_ID=a-1", "VIGIL_TI_ID=5",
+		"VIGIL_RUN_TYPE=manual", "VIGIL_LOGICAL_DATE=", "VIGIL_DATA_INTERVAL_START=", "VIGIL_DATA_INTERVAL_END="}, env)
 
 	none, err := normalizeTaskEnvAllow([]string{})
 	require.NoError(t, err)
@@ -103,4 +105,26 @@ func TestTaskEnvAllowRejectsCredentialsAndBadNames(t *testing.T) {
 	}
 	_, err := New(Config{Servers: []string{"http://a:1"}, TaskEnvAllow: []string{"VIGILANT", "V", "LC_*"}})
 	assert.NoError(t, err, "names outside VIGIL_* are fine")
+}
+
+// TestTaskEnvScheduleVariables checks a scheduled run's slot reaches the
+// task in RFC 3339 UTC, that the task's env cannot override it, and that a
+// manual run sets the slot variables empty.
+func TestTaskEnvScheduleVariables(t *testing.T) {
+	t.Parallel()
+	loc := time.FixedZone("X", 2*3600)
+	ld := time.Date(2026, 1, 2, 5, 0, 0, 0, loc)
+	end := ld.Add(24 * time.Hour)
+	env := taskEnv(nil, nil, protocol.ClaimedTask{
+		RunType: "scheduled", LogicalDate: &ld, DataIntervalStart: &ld, DataIntervalEnd: &end,
+		Env: map[string]string{"VIGIL_LOGICAL_DATE": "x", "VIGIL_RUN_TYPE": "y"},
+	})
+	assert.Subset(t, env, []string{"VIGIL_RUN_TYPE=scheduled", "VIGIL_LOGICAL_DATE=2026-01-02T03:00:00Z",
+		"VIGIL_DATA_INTERVAL_START=2026-01-02T03:00:00Z", "VIGIL_DATA_INTERVAL_END=2026-01-03T03:00:00Z"})
+	assert.NotContains(t, env, "VIGIL_LOGICAL_DATE=x")
+	assert.NotContains(t, env, "VIGIL_RUN_TYPE=y")
+
+	manual := taskEnv(nil, nil, protocol.ClaimedTask{RunType: "manual"})
+	assert.Subset(t, manual, []string{"VIGIL_RUN_TYPE=manual", "VIGIL_LOGICAL_DATE=",
+		"VIGIL_DATA_INTERVAL_START=", "VIGIL_DATA_INTERVAL_END="})
 }

@@ -299,8 +299,9 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_claimed',
 		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
 		SELECT (SELECT count(*) FROM ag), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id, u.try_number,
-		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0)
-		  FROM (SELECT 1) one LEFT JOIN upd u ON true`, agentID, slots)
+		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
+		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end
+		  FROM (SELECT 1) one LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`, agentID, slots)
 	if err != nil {
 		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
 	}
@@ -315,7 +316,9 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		var try *int
 		var env []byte
 		var execUS *int64
-		if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS); err != nil {
+		var runType *string
+		if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
+			&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
 		}
@@ -325,6 +328,9 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		}
 		t.TIID, t.AttemptID, t.RunID, t.DAGID, t.TaskID, t.TryNumber = *id, *attempt, *runID, *dagID, *taskID, *try
 		t.ExecutionTimeout = fromMicros(*execUS)
+		if runType != nil {
+			t.RunType = *runType
+		}
 		if len(env) > 0 {
 			if err := json.Unmarshal(env, &t.Env); err != nil {
 				rows.Close()

@@ -85,6 +85,11 @@ type ClaimedTask struct {
 	Command          []string
 	Env              map[string]string // nil when the task sets none
 	ExecutionTimeout time.Duration     // 0: none
+	// RunType is the run's RunManual, RunScheduled or RunBackfill.
+	RunType string
+	// LogicalDate, IntervalStart and IntervalEnd are the run's slot; nil
+	// for a manual run.
+	LogicalDate, IntervalStart, IntervalEnd *time.Time
 }
 
 // Outcome is how an attempt ended, as its agent reports it.

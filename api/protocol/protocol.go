@@ -122,6 +122,14 @@ type ClaimedTask struct {
 	Command          []string          `json:"command"`
 	Env              map[string]string `json:"env,omitempty"`
 	ExecutionTimeout Duration          `json:"execution_timeout"` // 0: none
+	// RunType is the run's manual, scheduled or backfill; absent from an
+	// older server.
+	RunType string `json:"run_type,omitempty"`
+	// LogicalDate and the data interval are the run's slot; absent for a
+	// manual run (docs/task-environment.md).
+	LogicalDate       *time.Time `json:"logical_date,omitempty"`
+	DataIntervalStart *time.Time `json:"data_interval_start,omitempty"`
+	DataIntervalEnd   *time.Time `json:"data_interval_end,omitempty"`
 }
 
 // ClaimResponse lists the claimed TIs; empty when the long poll timed out.

@@ -1,0 +1,53 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/store"
+)
+
+// TestClaimCarriesTheRunsSlot checks a claim hands the agent its run's
+// type and slot (the task's VIGIL_RUN_TYPE, VIGIL_LOGICAL_DATE and data
+// interval): a manual run has no slot, a scheduled run its own.
+func TestClaimCarriesTheRunsSlot(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
+	require.NoError(t, err)
+	e.apply("dag_id: slot\ntasks:\n  - id: t\n    command: [\"true\"]\n")
+
+	manual := e.trigger("slot")
+	e.tick()
+	tasks, err := e.st.Claim(e.ctx, agentID, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, manual, tasks[0].RunID)
+	assert.Equal(t, store.RunManual, tasks[0].RunType)
+	assert.Nil(t, tasks[0].LogicalDate)
+	assert.Nil(t, tasks[0].IntervalStart)
+	assert.Nil(t, tasks[0].IntervalEnd)
+
+	// Forge the second run into a scheduled slot before its TI is queued.
+	sched := e.trigger("slot")
+	start := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	end := start.Add(24 * time.Hour)
+	_, err = e.raw.Exec(e.ctx, `UPDATE runs SET run_type = 'scheduled', logical_date = $2,
+		data_interval_start = $2, data_interval_end = $3 WHERE id = $1`, sched, start, end)
+	require.NoError(t, err)
+	e.tick()
+	tasks, err = e.st.Claim(e.ctx, agentID, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, sched, tasks[0].RunID)
+	assert.Equal(t, store.RunScheduled, tasks[0].RunType)
+	require.NotNil(t, tasks[0].LogicalDate)
+	require.NotNil(t, tasks[0].IntervalStart)
+	require.NotNil(t, tasks[0].IntervalEnd)
+	assert.True(t, start.Equal(*tasks[0].LogicalDate))
+	assert.True(t, start.Equal(*tasks[0].IntervalStart))
+	assert.True(t, end.Equal(*tasks[0].IntervalEnd))
+}
