@@ -112,6 +112,11 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	require.Equal(t, "created", applied.Result)
 	c.do("GET", "/v1/dags", opToken, "", nil, true, 200)
 	c.do("GET", "/v1/dags/contract", opToken, "", nil, true, 200)
+	paused := decodeInto[protocol.PauseDAGResponse](t, c.do("POST", "/v1/dags/contract/pause", opToken, "", nil, true, 200))
+	require.Equal(t, protocol.PauseDAGResponse{DAGID: "contract", Paused: true, Changed: true}, paused)
+	unpaused := decodeInto[protocol.PauseDAGResponse](t, c.do("POST", "/v1/dags/contract/unpause", opToken, "", nil, true, 200))
+	require.Equal(t, protocol.PauseDAGResponse{DAGID: "contract", Paused: false, Changed: true}, unpaused)
+	c.do("POST", "/v1/dags/nope/pause", opToken, "", nil, true, 404)
 	run := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract/runs", opToken, "", nil, true, 201))
 	c.do("GET", "/v1/runs?state=queued&dag_id=contract&limit=5", opToken, "", nil, true, 200)
 

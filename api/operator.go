@@ -75,6 +75,22 @@ func (s *Server) applyDAG(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.ApplyDAGResponse{DAGID: spec.DAGID, Result: result})
 }
 
+func (s *Server) pauseDAG(w http.ResponseWriter, r *http.Request)   { s.setPaused(w, r, true) }
+func (s *Server) unpauseDAG(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
+
+// setPaused pauses or unpauses the DAG in the path; a repeat is a no-op
+// reported with changed false.
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
+	dagID := r.PathValue("dag_id")
+	changed, err := s.cfg.Store.SetPaused(r.Context(), dagID, paused)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.log.Info("dag pause state set", "dag_id", dagID, "paused", paused, "changed", changed)
+	writeJSON(w, http.StatusOK, protocol.PauseDAGResponse{DAGID: dagID, Paused: paused, Changed: changed})
+}
+
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	run, err := s.cfg.Store.TriggerRun(r.Context(), r.PathValue("dag_id"))
 	if err != nil {

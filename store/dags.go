@@ -84,3 +84,21 @@ func (s *Store) GetDAG(ctx context.Context, dagID string) (*dag.Spec, time.Time,
 	}
 	return &spec, updated, nil
 }
+
+// SetPaused pauses (paused true) or unpauses a DAG: a paused DAG's
+// schedule creates no runs until it is unpaused (docs/schedules.md).
+// Runs already created are untouched. It reports whether the state
+// changed. Errors: ErrNotFound for an unknown dag_id.
+func (s *Store) SetPaused(ctx context.Context, dagID string, paused bool) (bool, error) {
+	var was bool
+	err := s.pool.QueryRow(ctx, `
+		UPDATE dags d SET paused = $2 FROM (SELECT paused FROM dags WHERE dag_id = $1 FOR UPDATE) old
+		 WHERE d.dag_id = $1 RETURNING old.paused`, dagID, paused).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
+	}
+	if err != nil {
+		return false, fmt.Errorf("set paused of dag %q: %w", dagID, err)
+	}
+	return was != paused, nil
+}

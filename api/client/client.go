@@ -142,6 +142,18 @@ func (c *Client) TriggerRun(ctx context.Context, dagID string) (protocol.Run, er
 	return out, err
 }
 
+// SetPaused pauses (paused true) or unpauses a DAG (POST
+// /v1/dags/{dag_id}/pause or /unpause).
+func (c *Client) SetPaused(ctx context.Context, dagID string, paused bool) (protocol.PauseDAGResponse, error) {
+	var out protocol.PauseDAGResponse
+	verb := "/unpause"
+	if paused {
+		verb = "/pause"
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/dags/"+url.PathEscape(dagID)+verb, nil, &out)
+	return out, err
+}
+
 // ListRuns lists runs, newest first (GET /v1/runs). Empty state or dagID
 // and a limit ≤ 0 leave that filter to the server's default.
 func (c *Client) ListRuns(ctx context.Context, state, dagID string, limit int) ([]protocol.Run, error) {

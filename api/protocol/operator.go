@@ -251,3 +251,11 @@ type Agent struct {
 type AgentList struct {
 	Agents []Agent `json:"agents"`
 }
+
+// PauseDAGResponse is the reply to pause and unpause: the DAG's state
+// now, and whether the call changed it.
+type PauseDAGResponse struct {
+	DAGID   string `json:"dag_id"`
+	Paused  bool   `json:"paused"`
+	Changed bool   `json:"changed"`
+}

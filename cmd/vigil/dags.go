@@ -19,7 +19,7 @@ func newDagsCmd() *cobra.Command {
 	}
 	o := addClientFlags(cmd)
 	groupCmd(cmd)
-	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o))
+	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o), newDagsPauseCmd(o, true), newDagsPauseCmd(o, false))
 	return cmd
 }
 
@@ -129,6 +129,49 @@ func newDagsListCmd(o *clientOpts) *cobra.Command {
 					return ids
 				},
 			})
+		},
+	}
+}
+
+// newDagsPauseCmd is `vigil dags pause` (paused true) or `vigil dags
+// unpause`: a paused DAG's schedule creates no runs (docs/schedules.md).
+func newDagsPauseCmd(o *clientOpts, paused bool) *cobra.Command {
+	use, short := "unpause DAG_ID", "Unpause a DAG: its schedule creates runs again from its next slot"
+	if paused {
+		use, short = "pause DAG_ID", "Pause a DAG: its schedule creates no runs until it is unpaused"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+Runs already created are untouched. A repeat is a no-op and says so.`,
+		Args: exactArgs("DAG_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			res, err := c.SetPaused(cmd.Context(), args[0], paused)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case o.structured():
+				return o.printData(out, res)
+			case o.output == outputName:
+				fmt.Fprintln(out, res.DAGID)
+			default:
+				now := "unpaused"
+				if res.Paused {
+					now = "paused"
+				}
+				if !res.Changed {
+					now = "already " + now
+				}
+				fmt.Fprintf(out, "dag %s %s\n", res.DAGID, now)
+			}
+			return nil
 		},
 	}
 }

@@ -142,3 +142,27 @@ func TestDagsList(t *testing.T) {
 	require.Len(t, list.DAGs, 1)
 	assert.Equal(t, "pipeline", list.DAGs[0].DAGID)
 }
+
+func TestDagsPauseAndUnpause(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.reply("POST /v1/dags/etl/pause", http.StatusOK, protocol.PauseDAGResponse{DAGID: "etl", Paused: true, Changed: true})
+	f.reply("POST /v1/dags/etl/unpause", http.StatusOK, protocol.PauseDAGResponse{DAGID: "etl", Paused: false, Changed: false})
+
+	r := runCLI(t, append([]string{"dags", "pause", "etl"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "dag etl paused\n", r.stdout)
+
+	r = runCLI(t, append([]string{"dags", "unpause", "etl"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "dag etl already unpaused\n", r.stdout)
+
+	r = runCLI(t, append([]string{"dags", "pause", "etl", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var res protocol.PauseDAGResponse
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, protocol.PauseDAGResponse{DAGID: "etl", Paused: true, Changed: true}, res)
+
+	r = runCLI(t, append([]string{"dags", "pause"}, f.serverArgs()...)...)
+	require.Error(t, r.err)
+}

@@ -48,6 +48,11 @@ var examples = map[string]string{
   vigil dags apply etl.yaml report.yml`,
 	"vigil dags list": `  vigil dags list
   vigil dags list -o yaml`,
+	"vigil dags pause": `  # Stop the schedule of etl creating runs; runs already created go on
+  vigil dags pause etl`,
+	"vigil dags unpause": `  # Let the schedule of etl create runs again, from its next slot
+  vigil dags unpause etl
+  vigil dags unpause etl -o json`,
 	"vigil runs": `  vigil runs trigger etl --wait
   vigil runs list --state running
   vigil runs show 12`,

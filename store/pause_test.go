@@ -1,0 +1,44 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/store"
+)
+
+// TestSetPausedHidesTheDAGFromTheSchedulesService pauses and unpauses a
+// scheduled DAG: paused, ScheduledDAGs leaves it out; a repeat reports
+// no change; an unknown DAG is ErrNotFound.
+func TestSetPausedHidesTheDAGFromTheSchedulesService(t *testing.T) {
+	e := newSchedEnv(t)
+	e.apply("dag_id: nightly\nschedule: \"@daily\"\nstart_date: 2026-01-01T00:00:00Z\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	ids := func() []string {
+		list, err := e.st.ScheduledDAGs(e.ctx)
+		require.NoError(t, err)
+		var out []string
+		for _, d := range list {
+			out = append(out, d.Spec.DAGID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"nightly"}, ids())
+
+	changed, err := e.st.SetPaused(e.ctx, "nightly", true)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Empty(t, ids(), "a paused DAG is not scheduled")
+	changed, err = e.st.SetPaused(e.ctx, "nightly", true)
+	require.NoError(t, err)
+	assert.False(t, changed, "a repeat changes nothing")
+
+	changed, err = e.st.SetPaused(e.ctx, "nightly", false)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, []string{"nightly"}, ids())
+
+	_, err = e.st.SetPaused(e.ctx, "nope", true)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
