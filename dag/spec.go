@@ -87,6 +87,9 @@ type Spec struct {
 	// Paused is the schedule's initial state when the DAG is first
 	// applied; later applies do not change it.
 	Paused bool `yaml:"paused,omitempty" json:"paused,omitempty"`
+	// Params declares the run parameters a trigger's conf may set, by
+	// name (see ParamKeyRule and CheckConf). Empty: any valid key.
+	Params map[string]Param `yaml:"params,omitempty" json:"params,omitempty"`
 	// Tasks lists the tasks in declaration order, which TopoOrder uses to
 	// break ties. At least one, at most MaxTasks.
 	Tasks []Task `yaml:"tasks" json:"tasks"`

@@ -142,6 +142,7 @@ func (v *validator) spec(s *Spec) {
 			MaxMaxActiveTasks, DefaultMaxActiveTasks, s.MaxActiveTasks)
 	}
 	v.schedule(s)
+	v.params(s)
 	switch {
 	case len(s.Tasks) == 0:
 		v.dagf("tasks", "at least one task is required")
