@@ -117,6 +117,19 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	unpaused := decodeInto[protocol.PauseDAGResponse](t, c.do("POST", "/v1/dags/contract/unpause", opToken, "", nil, true, 200))
 	require.Equal(t, protocol.PauseDAGResponse{DAGID: "contract", Paused: false, Changed: true}, unpaused)
 	c.do("POST", "/v1/dags/nope/pause", opToken, "", nil, true, 404)
+	next := decodeInto[protocol.NextSlots](t, c.do("GET", "/v1/dags/contract/next?count=2", opToken, "", nil, true, 200))
+	require.Empty(t, next.Slots, "no schedule, no slots")
+	c.do("GET", "/v1/dags/contract/next?count=0", opToken, "", nil, false, 400)
+	sched := "dag_id: contract-daily\nschedule: \"@daily\"\nstart_date: 2030-01-01T00:00:00Z\ntasks:\n  - id: a\n    command: [\"true\"]\n"
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: sched}, true, 200)
+	next = decodeInto[protocol.NextSlots](t, c.do("GET", "/v1/dags/contract-daily/next?count=2", opToken, "", nil, true, 200))
+	day := func(d int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, 0, time.UTC) }
+	require.Len(t, next.Slots, 2)
+	for i, want := range []protocol.ScheduleSlot{{LogicalDate: day(1), DataIntervalStart: day(1), DataIntervalEnd: day(2)},
+		{LogicalDate: day(2), DataIntervalStart: day(2), DataIntervalEnd: day(3)}} {
+		require.True(t, want.LogicalDate.Equal(next.Slots[i].LogicalDate) && want.DataIntervalEnd.Equal(next.Slots[i].DataIntervalEnd),
+			"slot %d: %+v, want %+v", i, next.Slots[i], want)
+	}
 	run := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract/runs", opToken, "", nil, true, 201))
 	c.do("GET", "/v1/runs?state=queued&dag_id=contract&limit=5", opToken, "", nil, true, 200)
 

@@ -155,7 +155,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"RegisterResponse": protocol.RegisterResponse{}, "ClaimedTask": protocol.ClaimedTask{},
 		"ClaimResponse": protocol.ClaimResponse{}, "HeartbeatResponse": protocol.HeartbeatResponse{},
 		"CompleteResponse": protocol.CompleteResponse{}, "DAG": protocol.DAG{}, "DAGList": protocol.DAGList{},
-		"ApplyDAGResponse": protocol.ApplyDAGResponse{}, "PauseDAGResponse": protocol.PauseDAGResponse{}, "Run": protocol.Run{}, "LateOutcome": protocol.LateOutcome{},
+		"ApplyDAGResponse": protocol.ApplyDAGResponse{}, "PauseDAGResponse": protocol.PauseDAGResponse{}, "NextSlots": protocol.NextSlots{}, "ScheduleSlot": protocol.ScheduleSlot{}, "Run": protocol.Run{}, "LateOutcome": protocol.LateOutcome{},
 		"TaskInstance": protocol.TaskInstance{}, "RunDetail": protocol.RunDetail{}, "RunList": protocol.RunList{},
 		"Event": protocol.Event{}, "EventList": protocol.EventList{}, "StoredLogLine": protocol.StoredLogLine{},
 		"LogList": protocol.LogList{}, "ReapCandidate": protocol.ReapCandidate{}, "ReapReport": protocol.ReapReport{},

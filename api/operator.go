@@ -91,6 +91,48 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	writeJSON(w, http.StatusOK, protocol.PauseDAGResponse{DAGID: dagID, Paused: paused, Changed: changed})
 }
 
+// nextSlots lists the DAG's next count (default 5, at most 1000) slots
+// from dags.next_slot, or, before the schedules service computed it,
+// from where it would start (the slot after the latest scheduled run, or
+// the first slot).
+func (s *Server) nextSlots(w http.ResponseWriter, r *http.Request) {
+	count := 5
+	if v := r.URL.Query().Get("count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, fmt.Sprintf("count: %q must be an integer in 1..1000", v))
+			return
+		}
+		count = n
+	}
+	d, err := s.cfg.Store.GetDAGSchedule(r.Context(), r.PathValue("dag_id"))
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	out := protocol.NextSlots{DAGID: d.Spec.DAGID, Schedule: d.Spec.Schedule, Paused: d.Paused, Slots: []protocol.ScheduleSlot{}}
+	sl, err := d.Spec.Slots()
+	if err != nil {
+		s.writeStoreError(w, r, fmt.Errorf("dag %q: stored spec: %w", d.Spec.DAGID, err))
+		return
+	}
+	if sl != nil {
+		cur := sl.First()
+		switch {
+		case d.NextSlot != nil:
+			cur = d.NextSlot.UTC()
+		case d.LastSlot != nil && sl.Next(*d.LastSlot).After(cur):
+			cur = sl.Next(*d.LastSlot)
+		}
+		for len(out.Slots) < count && !sl.Ended(cur) {
+			end := sl.Next(cur)
+			out.Slots = append(out.Slots, protocol.ScheduleSlot{LogicalDate: cur, DataIntervalStart: cur, DataIntervalEnd: end})
+			cur = end
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	run, err := s.cfg.Store.TriggerRun(r.Context(), r.PathValue("dag_id"))
 	if err != nil {

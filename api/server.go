@@ -179,6 +179,7 @@ var routeTable = []route{
 	{"POST /v1/dags/{dag_id}/runs", AccessOperator, (*Server).triggerRun},
 	{"POST /v1/dags/{dag_id}/pause", AccessOperator, (*Server).pauseDAG},
 	{"POST /v1/dags/{dag_id}/unpause", AccessOperator, (*Server).unpauseDAG},
+	{"GET /v1/dags/{dag_id}/next", AccessOperator, (*Server).nextSlots},
 	{"GET /v1/runs", AccessOperator, (*Server).listRuns},
 	{"GET /v1/runs/{run_id}", AccessOperator, (*Server).getRun},
 	{"GET /v1/runs/{run_id}/events", AccessOperator, (*Server).runEvents},

@@ -102,3 +102,34 @@ func (s *Store) SetPaused(ctx context.Context, dagID string, paused bool) (bool,
 	}
 	return was != paused, nil
 }
+
+// DAGSchedule is what `vigil dags next` reads of a DAG: its spec, pause
+// state, dags.next_slot (nil until the schedules service computed it)
+// and the logical date of its latest scheduled run (nil when none).
+type DAGSchedule struct {
+	Spec     *dag.Spec
+	Paused   bool
+	NextSlot *time.Time
+	LastSlot *time.Time
+}
+
+// GetDAGSchedule returns one DAG's schedule state, or ErrNotFound.
+func (s *Store) GetDAGSchedule(ctx context.Context, dagID string) (DAGSchedule, error) {
+	var d DAGSchedule
+	var body []byte
+	err := s.pool.QueryRow(ctx, `
+		SELECT d.spec, d.paused, d.next_slot,
+		       (SELECT max(logical_date) FROM runs r WHERE r.dag_id = d.dag_id AND r.run_type = 'scheduled')
+		  FROM dags d WHERE d.dag_id = $1`, dagID).Scan(&body, &d.Paused, &d.NextSlot, &d.LastSlot)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
+	}
+	if err != nil {
+		return d, fmt.Errorf("get schedule of dag %q: %w", dagID, err)
+	}
+	d.Spec = new(dag.Spec)
+	if err := json.Unmarshal(body, d.Spec); err != nil {
+		return d, fmt.Errorf("get schedule of dag %q: decode stored spec: %w", dagID, err)
+	}
+	return d, nil
+}

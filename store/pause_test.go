@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,5 +41,29 @@ func TestSetPausedHidesTheDAGFromTheSchedulesService(t *testing.T) {
 	assert.Equal(t, []string{"nightly"}, ids())
 
 	_, err = e.st.SetPaused(e.ctx, "nope", true)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestGetDAGScheduleReadsPauseNextSlotAndLastSlot reads a scheduled
+// DAG's schedule state before and after the schedules service's pointer
+// is set, and ErrNotFound for an unknown DAG.
+func TestGetDAGScheduleReadsPauseNextSlotAndLastSlot(t *testing.T) {
+	e := newSchedEnv(t)
+	e.apply("dag_id: nightly\nschedule: \"@daily\"\nstart_date: 2026-01-01T00:00:00Z\npaused: true\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	d, err := e.st.GetDAGSchedule(e.ctx, "nightly")
+	require.NoError(t, err)
+	assert.Equal(t, "@daily", d.Spec.Schedule)
+	assert.True(t, d.Paused)
+	assert.Nil(t, d.NextSlot)
+	assert.Nil(t, d.LastSlot)
+
+	_, err = e.raw.Exec(e.ctx, `UPDATE dags SET next_slot = '2026-03-01T00:00:00Z' WHERE dag_id = 'nightly'`)
+	require.NoError(t, err)
+	d, err = e.st.GetDAGSchedule(e.ctx, "nightly")
+	require.NoError(t, err)
+	require.NotNil(t, d.NextSlot)
+	assert.True(t, d.NextSlot.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)))
+
+	_, err = e.st.GetDAGSchedule(e.ctx, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

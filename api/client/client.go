@@ -154,6 +154,18 @@ func (c *Client) SetPaused(ctx context.Context, dagID string, paused bool) (prot
 	return out, err
 }
 
+// NextSlots returns a DAG's next count schedule slots (GET
+// /v1/dags/{dag_id}/next); count ≤ 0 leaves it to the server's default.
+func (c *Client) NextSlots(ctx context.Context, dagID string, count int) (protocol.NextSlots, error) {
+	var out protocol.NextSlots
+	path := "/v1/dags/" + url.PathEscape(dagID) + "/next"
+	if count > 0 {
+		path += "?count=" + strconv.Itoa(count)
+	}
+	err := c.Do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
 // ListRuns lists runs, newest first (GET /v1/runs). Empty state or dagID
 // and a limit ≤ 0 leave that filter to the server's default.
 func (c *Client) ListRuns(ctx context.Context, state, dagID string, limit int) ([]protocol.Run, error) {

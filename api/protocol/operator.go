@@ -259,3 +259,21 @@ type PauseDAGResponse struct {
 	Paused  bool   `json:"paused"`
 	Changed bool   `json:"changed"`
 }
+
+// NextSlots is the reply to GET /v1/dags/{dag_id}/next: the DAG's next
+// schedule slots, oldest first (none when it has no schedule or its
+// end_date is past).
+type NextSlots struct {
+	DAGID    string         `json:"dag_id"`
+	Schedule string         `json:"schedule"`
+	Paused   bool           `json:"paused"`
+	Slots    []ScheduleSlot `json:"slots"`
+}
+
+// ScheduleSlot is one schedule slot: its logical date and its data
+// interval [start, end); its run is due at the interval's end.
+type ScheduleSlot struct {
+	LogicalDate       time.Time `json:"logical_date"`
+	DataIntervalStart time.Time `json:"data_interval_start"`
+	DataIntervalEnd   time.Time `json:"data_interval_end"`
+}

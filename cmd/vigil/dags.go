@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,7 @@ func newDagsCmd() *cobra.Command {
 	}
 	o := addClientFlags(cmd)
 	groupCmd(cmd)
-	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o), newDagsPauseCmd(o, true), newDagsPauseCmd(o, false))
+	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o), newDagsPauseCmd(o, true), newDagsPauseCmd(o, false), newDagsNextCmd(o))
 	return cmd
 }
 
@@ -174,4 +175,56 @@ Runs already created are untouched. A repeat is a no-op and says so.`,
 			return nil
 		},
 	}
+}
+
+// newDagsNextCmd is `vigil dags next`: the DAG's next schedule slots.
+func newDagsNextCmd(o *clientOpts) *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "next DAG_ID",
+		Short: "Show a DAG's next schedule slots: logical date and data interval",
+		Long: `Show the next --count slots of DAG_ID's schedule, from its next slot
+(docs/schedules.md). A slot's run is due at the end of its data interval.`,
+		Args: exactArgs("DAG_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 1 || count > 1000 {
+				return usageError("--count: %d must be in 1..1000", count)
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			next, err := c.NextSlots(cmd.Context(), args[0], count)
+			if err != nil {
+				return err
+			}
+			return o.render(cmd.OutOrStdout(), view{
+				api: next,
+				table: func(w io.Writer, wide bool) error {
+					if next.Schedule == "" {
+						_, err := fmt.Fprintf(w, "dag %s has no schedule\n", next.DAGID)
+						return err
+					}
+					if next.Paused {
+						fmt.Fprintf(w, "dag %s is paused: these slots run once it is unpaused\n", next.DAGID)
+					}
+					tw := newTable(w)
+					tableRow(tw, "LOGICAL_DATE", "DATA_INTERVAL_START", "DATA_INTERVAL_END")
+					for _, sl := range next.Slots {
+						tableRow(tw, fmtTime(sl.LogicalDate), fmtTime(sl.DataIntervalStart), fmtTime(sl.DataIntervalEnd))
+					}
+					return tw.Flush()
+				},
+				names: func() []string {
+					out := make([]string, len(next.Slots))
+					for i, sl := range next.Slots {
+						out[i] = sl.LogicalDate.UTC().Format(time.RFC3339)
+					}
+					return out
+				},
+			})
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 5, "how many slots to show (1..1000)")
+	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -164,5 +165,40 @@ func TestDagsPauseAndUnpause(t *testing.T) {
 	assert.Equal(t, protocol.PauseDAGResponse{DAGID: "etl", Paused: true, Changed: true}, res)
 
 	r = runCLI(t, append([]string{"dags", "pause"}, f.serverArgs()...)...)
+	require.Error(t, r.err)
+}
+
+func TestDagsNext(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	day := func(d int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, 0, time.UTC) }
+	f.reply("GET /v1/dags/etl/next", http.StatusOK, protocol.NextSlots{DAGID: "etl", Schedule: "@daily", Paused: true,
+		Slots: []protocol.ScheduleSlot{{LogicalDate: day(1), DataIntervalStart: day(1), DataIntervalEnd: day(2)}}})
+	f.reply("GET /v1/dags/adhoc/next", http.StatusOK, protocol.NextSlots{DAGID: "adhoc", Slots: []protocol.ScheduleSlot{}})
+
+	r := runCLI(t, append([]string{"dags", "next", "etl", "--count", "1"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Contains(t, r.stdout, "dag etl is paused")
+	assert.Contains(t, r.stdout, "LOGICAL_DATE")
+	assert.Contains(t, r.stdout, fmtTime(day(2)))
+	assert.Contains(t, f.requestLog(), "GET /v1/dags/etl/next?count=1")
+
+	r = runCLI(t, append([]string{"dags", "next", "etl", "-o", "name"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "2030-01-01T00:00:00Z\n", r.stdout)
+
+	r = runCLI(t, append([]string{"dags", "next", "etl", "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	var res protocol.NextSlots
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, "etl", res.DAGID)
+	require.Len(t, res.Slots, 1)
+	assert.True(t, res.Slots[0].DataIntervalEnd.Equal(day(2)))
+
+	r = runCLI(t, append([]string{"dags", "next", "adhoc"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "dag adhoc has no schedule\n", r.stdout)
+
+	r = runCLI(t, append([]string{"dags", "next", "etl", "--count", "0"}, f.serverArgs()...)...)
 	require.Error(t, r.err)
 }

@@ -48,6 +48,11 @@ var examples = map[string]string{
   vigil dags apply etl.yaml report.yml`,
 	"vigil dags list": `  vigil dags list
   vigil dags list -o yaml`,
+	"vigil dags next": `  # The next five slots of etl's schedule
+  vigil dags next etl
+
+  # The next 24, as JSON
+  vigil dags next etl --count 24 -o json`,
 	"vigil dags pause": `  # Stop the schedule of etl creating runs; runs already created go on
   vigil dags pause etl`,
 	"vigil dags unpause": `  # Let the schedule of etl create runs again, from its next slot
