@@ -45,6 +45,24 @@ const (
 	EnvDataIntervalEnd   = "VIGIL_DATA_INTERVAL_END"
 )
 
+// EnvParamPrefix prefixes a run parameter's key, upper-cased, in the task
+// variable that carries it: conf key dry_run is VIGIL_PARAM_DRY_RUN.
+const EnvParamPrefix = "VIGIL_PARAM_"
+
+// validParamKey is the param key rule (^[a-z][a-z0-9_]*$); the agent
+// drops any other key a server sends.
+func validParamKey(k string) bool {
+	if k == "" || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // envTime formats a slot time for a task: RFC 3339 in UTC, or "" for nil.
 func envTime(t *time.Time) string {
 	if t == nil {
@@ -157,5 +175,15 @@ func taskEnv(allow, base []string, t protocol.ClaimedTask) []string {
 	set(EnvLogicalDate, envTime(t.LogicalDate))
 	set(EnvDataIntervalStart, envTime(t.DataIntervalStart))
 	set(EnvDataIntervalEnd, envTime(t.DataIntervalEnd))
+	params := make([]string, 0, len(t.Params))
+	for k := range t.Params {
+		params = append(params, k)
+	}
+	slices.Sort(params)
+	for _, k := range params {
+		if validParamKey(k) {
+			set(EnvParamPrefix+strings.ToUpper(k), t.Params[k])
+		}
+	}
 	return env
 }

@@ -128,3 +128,19 @@ func TestTaskEnvScheduleVariables(t *testing.T) {
 	assert.Subset(t, manual, []string{"VIGIL_RUN_TYPE=manual", "VIGIL_LOGICAL_DATE=",
 		"VIGIL_DATA_INTERVAL_START=", "VIGIL_DATA_INTERVAL_END="})
 }
+
+// TestTaskEnvParams checks each run parameter reaches the task as
+// VIGIL_PARAM_<KEY> and a key breaking the rule is dropped.
+func TestTaskEnvParams(t *testing.T) {
+	t.Parallel()
+	env := taskEnv(nil, nil, protocol.ClaimedTask{
+		Params: map[string]string{"dry_run": "true", "n": "7", "Bad": "x", "a-b": "y"},
+		Env:    map[string]string{"VIGIL_PARAM_N": "overridden"},
+	})
+	assert.Subset(t, env, []string{"VIGIL_PARAM_DRY_RUN=true", "VIGIL_PARAM_N=7"})
+	assert.NotContains(t, env, "VIGIL_PARAM_N=overridden")
+	for _, kv := range env {
+		assert.NotContains(t, kv, "VIGIL_PARAM_BAD")
+		assert.NotContains(t, kv, "VIGIL_PARAM_A-B")
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -300,7 +301,7 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
 		SELECT (SELECT count(*) FROM ag), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id, u.try_number,
 		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
-		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end
+		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf
 		  FROM (SELECT 1) one LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`, agentID, slots)
 	if err != nil {
 		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
@@ -317,8 +318,9 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		var env []byte
 		var execUS *int64
 		var runType *string
+		var conf []byte
 		if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
-			&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd); err != nil {
+			&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
 		}
@@ -330,6 +332,10 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		t.ExecutionTimeout = fromMicros(*execUS)
 		if runType != nil {
 			t.RunType = *runType
+		}
+		if t.Params, err = confParams(conf); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim for agent %d: run %d: conf: %w", agentID, t.RunID, err)
 		}
 		if len(env) > 0 {
 			if err := json.Unmarshal(env, &t.Env); err != nil {
@@ -346,6 +352,29 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		return nil, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
 	}
 	return tasks, nil
+}
+
+// confParams renders a run's conf (runs.conf) as the strings its tasks
+// receive as VIGIL_PARAM_<KEY>: a string as is, a number as written, a
+// bool as true or false. nil for no conf.
+func confParams(conf []byte) (map[string]string, error) {
+	if len(conf) == 0 {
+		return nil, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(conf))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = fmt.Sprint(v)
+	}
+	return out, nil
 }
 
 // HasQueued reports whether any TI is queued; the claim long-poll uses it

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -50,4 +51,42 @@ func TestClaimCarriesTheRunsSlot(t *testing.T) {
 	assert.True(t, start.Equal(*tasks[0].LogicalDate))
 	assert.True(t, start.Equal(*tasks[0].IntervalStart))
 	assert.True(t, end.Equal(*tasks[0].IntervalEnd))
+}
+
+// TestTriggerRunConfReachesTheClaim checks a run's conf is checked
+// against the DAG's params, stored with defaults filled (runs.conf,
+// migration 007) and handed to the claim as strings.
+func TestTriggerRunConfReachesTheClaim(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
+	require.NoError(t, err)
+	e.apply("dag_id: conf\nparams:\n  region: {type: string, default: eu}\n  n: {type: int}\n  dry: {type: bool, default: true}\n" +
+		"  ratio: {type: float}\ntasks:\n  - id: t\n    command: [\"true\"]\n")
+
+	_, err = e.st.TriggerRunConf(e.ctx, "conf", map[string]any{"regoin": "x"})
+	var ce *dag.ConfError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "regoin", ce.Key)
+	_, err = e.st.TriggerRunConf(e.ctx, "conf", map[string]any{"n": "many"})
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, err.Error(), "must be a int")
+	assert.Zero(t, e.count(`SELECT count(*) FROM runs`), "a rejected conf creates no run")
+
+	run, err := e.st.TriggerRunConf(e.ctx, "conf", map[string]any{"n": "7", "ratio": 0.25})
+	require.NoError(t, err)
+	e.tick()
+	tasks, err := e.st.Claim(e.ctx, agentID, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, run.ID, tasks[0].RunID)
+	assert.Equal(t, map[string]string{"region": "eu", "n": "7", "dry": "true", "ratio": "0.25"}, tasks[0].Params)
+
+	plain := e.trigger("conf")
+	e.tick()
+	tasks, err = e.st.Claim(e.ctx, agentID, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, plain, tasks[0].RunID)
+	assert.Equal(t, map[string]string{"region": "eu", "dry": "true"}, tasks[0].Params, "defaults fill a plain trigger")
 }

@@ -32,13 +32,25 @@ const (
 // copying the task definitions so later applies do not change this run.
 // Errors: ErrNotFound when the DAG does not exist.
 func (s *Store) TriggerRun(ctx context.Context, dagID string) (Run, error) {
+	return s.TriggerRunConf(ctx, dagID, nil)
+}
+
+// TriggerRunConf is TriggerRun with the run's parameters: conf is checked
+// against the DAG's params and its defaults filled (dag.Spec.CheckConf)
+// and stored in runs.conf. Errors: ErrNotFound when the DAG does not
+// exist; a *dag.ConfError naming the key and rule when conf breaks one.
+func (s *Store) TriggerRunConf(ctx context.Context, dagID string, conf map[string]any) (Run, error) {
 	spec, _, err := s.GetDAG(ctx, dagID)
+	if err != nil {
+		return Run{}, err
+	}
+	checked, err := spec.CheckConf(conf)
 	if err != nil {
 		return Run{}, err
 	}
 	var run Run
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		run, _, err = createRunTx(ctx, tx, spec, runOrigin{Type: RunManual})
+		run, _, err = createRunTx(ctx, tx, spec, runOrigin{Type: RunManual, Conf: checked})
 		return err
 	})
 	if err != nil {
@@ -60,6 +72,8 @@ type runOrigin struct {
 	Type string
 	// Slot is set for scheduled and backfill runs.
 	Slot *Slot
+	// Conf is the run's checked parameters; empty: none (runs.conf NULL).
+	Conf map[string]any
 }
 
 // createRunTx inserts a queued run of spec with one TI per task, a
@@ -77,17 +91,24 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	if o.Slot != nil {
 		logical, ivStart, ivEnd = &o.Slot.LogicalDate, &o.Slot.IntervalStart, &o.Slot.IntervalEnd
 	}
+	var conf []byte
+	if len(o.Conf) > 0 {
+		var err error
+		if conf, err = json.Marshal(o.Conf); err != nil {
+			return Run{}, false, fmt.Errorf("conf: %w", err)
+		}
+	}
 	conflict := ""
 	if o.Type == RunScheduled {
 		conflict = `ON CONFLICT (dag_id, logical_date) WHERE run_type = 'scheduled' DO NOTHING`
 	}
 	err := tx.QueryRow(ctx, `
 		INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at,
-		    run_type, logical_date, data_interval_start, data_interval_end)
-		VALUES ($1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7)
+		    run_type, logical_date, data_interval_start, data_interval_end, conf)
+		VALUES ($1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7, $8::jsonb)
 		`+conflict+`
 		RETURNING id, dag_id, state, queued_at`, spec.DAGID, timeout, spec.MaxActiveTasks,
-		o.Type, logical, ivStart, ivEnd).
+		o.Type, logical, ivStart, ivEnd, conf).
 		Scan(&run.ID, &run.DAGID, &run.State, &run.QueuedAt)
 	if errors.Is(err, pgx.ErrNoRows) && conflict != "" {
 		return Run{}, false, nil

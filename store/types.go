@@ -90,6 +90,8 @@ type ClaimedTask struct {
 	// LogicalDate, IntervalStart and IntervalEnd are the run's slot; nil
 	// for a manual run.
 	LogicalDate, IntervalStart, IntervalEnd *time.Time
+	// Params are the run's conf rendered as strings, by key; nil: none.
+	Params map[string]string
 }
 
 // Outcome is how an attempt ended, as its agent reports it.

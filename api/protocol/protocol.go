@@ -130,6 +130,9 @@ type ClaimedTask struct {
 	LogicalDate       *time.Time `json:"logical_date,omitempty"`
 	DataIntervalStart *time.Time `json:"data_interval_start,omitempty"`
 	DataIntervalEnd   *time.Time `json:"data_interval_end,omitempty"`
+	// Params are the run's parameters as strings, by key; the task's
+	// VIGIL_PARAM_<KEY> (docs/params.md). Absent: none.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // ClaimResponse lists the claimed TIs; empty when the long poll timed out.
