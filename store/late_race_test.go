@@ -12,7 +12,6 @@ import (
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
-	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // lateRace is a run of a -> b (plus z, which keeps the run alive) whose a
@@ -30,15 +29,8 @@ type lateRace struct {
 
 func newLateRace(t *testing.T) *lateRace {
 	t.Helper()
-	ctx := context.Background()
-	url := storetest.DB(t)
-	st, err := store.Open(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	raw, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(raw.Close)
-	require.NoError(t, st.AcquireFence(ctx, 1, "test"))
+	e := newSchedEnv(t) // a store holding epoch 1 and a raw pool
+	ctx, st, raw := e.ctx, e.st, e.raw
 	spec, err := dag.Parse([]byte("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n" +
 		"  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n  - id: z\n    command: [\"true\"]\n"))
 	require.NoError(t, err)
