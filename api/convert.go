@@ -151,7 +151,7 @@ func toDAGs(dags []store.DAGSummary) []protocol.DAG {
 func toRun(r store.Run) protocol.Run {
 	out := protocol.Run{ID: r.ID, DAGID: r.DAGID, State: string(r.State), Reason: string(r.Reason), Message: r.Message,
 		QueuedAt: r.QueuedAt, StartDate: r.StartDate, EndDate: r.EndDate, RunType: r.RunType,
-		LogicalDate: r.LogicalDate, DataIntervalStart: r.IntervalStart, DataIntervalEnd: r.IntervalEnd}
+		LogicalDate: r.LogicalDate, DataIntervalStart: r.IntervalStart, DataIntervalEnd: r.IntervalEnd, Conf: r.Conf}
 	if r.TaskCounts != nil {
 		out.TaskCounts = make(map[string]int, len(r.TaskCounts))
 		for s, n := range r.TaskCounts {

@@ -168,6 +168,23 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("GET", "/v1/reap", opToken, "", nil, true, 200)
 	c.do("POST", "/v1/reap", opToken, "", nil, true, 200)
 
+	// Schedules: a backfill and a trigger with conf (after the claim
+	// above, so that it took the contract run's task).
+	past := "dag_id: contract-past\nschedule: \"@daily\"\nstart_date: 2025-01-01T00:00:00Z\nparams:\n  limit: {type: int, default: 5}\n" +
+		"tasks:\n  - id: a\n    command: [\"true\"]\n"
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: past}, true, 200)
+	span := protocol.BackfillRequest{From: "2025-01-01T00:00:00Z", To: "2025-01-02T00:00:00Z"}
+	bf := decodeInto[protocol.BackfillResponse](t, c.do("POST", "/v1/dags/contract-past/backfill", opToken, "", span, true, 200))
+	require.Equal(t, 2, bf.Created)
+	bf = decodeInto[protocol.BackfillResponse](t, c.do("POST", "/v1/dags/contract-past/backfill", opToken, "", span, true, 200))
+	require.Equal(t, 2, bf.Existing)
+	c.do("POST", "/v1/dags/contract-past/backfill", opToken, "", protocol.BackfillRequest{From: span.To, To: span.From}, true, 400)
+	c.do("POST", "/v1/dags/contract/backfill", opToken, "", span, true, 409)
+	withConf := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract-past/runs", opToken, "",
+		protocol.TriggerRunRequest{Conf: map[string]any{"limit": 9}}, true, 201))
+	require.Equal(t, map[string]any{"limit": float64(9)}, withConf.Conf)
+	c.do("POST", "/v1/dags/contract-past/runs", opToken, "", protocol.TriggerRunRequest{Conf: map[string]any{"lim": 9}}, true, 400)
+
 	// Errors: each is an ErrorBody under a status the operation declares.
 	c.do("POST", rp+"/cancel", opToken, "", nil, true, 409)
 	c.do("GET", "/v1/runs/999999", opToken, "", nil, true, 404)

@@ -155,7 +155,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"RegisterResponse": protocol.RegisterResponse{}, "ClaimedTask": protocol.ClaimedTask{},
 		"ClaimResponse": protocol.ClaimResponse{}, "HeartbeatResponse": protocol.HeartbeatResponse{},
 		"CompleteResponse": protocol.CompleteResponse{}, "DAG": protocol.DAG{}, "DAGList": protocol.DAGList{},
-		"ApplyDAGResponse": protocol.ApplyDAGResponse{}, "PauseDAGResponse": protocol.PauseDAGResponse{}, "NextSlots": protocol.NextSlots{}, "ScheduleSlot": protocol.ScheduleSlot{}, "Run": protocol.Run{}, "LateOutcome": protocol.LateOutcome{},
+		"ApplyDAGResponse": protocol.ApplyDAGResponse{}, "PauseDAGResponse": protocol.PauseDAGResponse{}, "BackfillResponse": protocol.BackfillResponse{}, "NextSlots": protocol.NextSlots{}, "ScheduleSlot": protocol.ScheduleSlot{}, "Run": protocol.Run{}, "LateOutcome": protocol.LateOutcome{},
 		"TaskInstance": protocol.TaskInstance{}, "RunDetail": protocol.RunDetail{}, "RunList": protocol.RunList{},
 		"Event": protocol.Event{}, "EventList": protocol.EventList{}, "StoredLogLine": protocol.StoredLogLine{},
 		"LogList": protocol.LogList{}, "ReapCandidate": protocol.ReapCandidate{}, "ReapReport": protocol.ReapReport{},
@@ -167,7 +167,8 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},
 		"ClaimRequest": protocol.ClaimRequest{}, "HeartbeatRequest": protocol.HeartbeatRequest{},
 		"CompleteRequest": protocol.CompleteRequest{}, "LogLine": protocol.LogLine{}, "LogsRequest": protocol.LogsRequest{},
-		"ApplyDAGRequest": protocol.ApplyDAGRequest{}, "ThresholdsUpdate": protocol.ThresholdsUpdate{},
+		"ApplyDAGRequest": protocol.ApplyDAGRequest{}, "TriggerRunRequest": protocol.TriggerRunRequest{},
+		"BackfillRequest": protocol.BackfillRequest{}, "ThresholdsUpdate": protocol.ThresholdsUpdate{},
 	}
 	check := func(name string, v any, reply bool) {
 		ref, ok := schemas[name]

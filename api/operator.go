@@ -133,13 +133,25 @@ func (s *Server) nextSlots(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// triggerRun queues a manual run; the optional body's conf is checked
+// against the DAG's params (docs/params.md), a broken rule being a 400
+// that names the DAG, the key and the rule.
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
-	run, err := s.cfg.Store.TriggerRun(r.Context(), r.PathValue("dag_id"))
+	var req protocol.TriggerRunRequest
+	if !decodeOptional(w, r, &req) {
+		return
+	}
+	run, err := s.cfg.Store.TriggerRunConf(r.Context(), r.PathValue("dag_id"), req.Conf)
+	var confErr *dag.ConfError
+	if errors.As(err, &confErr) {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("run triggered", "run_id", run.ID, "dag_id", run.DAGID)
+	s.log.Info("run triggered", "run_id", run.ID, "dag_id", run.DAGID, "conf_keys", len(run.Conf))
 	writeJSON(w, http.StatusCreated, toRun(run))
 }
 

@@ -17,6 +17,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -180,6 +181,7 @@ var routeTable = []route{
 	{"POST /v1/dags/{dag_id}/pause", AccessOperator, (*Server).pauseDAG},
 	{"POST /v1/dags/{dag_id}/unpause", AccessOperator, (*Server).unpauseDAG},
 	{"GET /v1/dags/{dag_id}/next", AccessOperator, (*Server).nextSlots},
+	{"POST /v1/dags/{dag_id}/backfill", AccessOperator, (*Server).backfill},
 	{"GET /v1/runs", AccessOperator, (*Server).listRuns},
 	{"GET /v1/runs/{run_id}", AccessOperator, (*Server).getRun},
 	{"GET /v1/runs/{run_id}/events", AccessOperator, (*Server).runEvents},
@@ -335,7 +337,21 @@ const maxBody = 40 << 20
 // decode reads a JSON body strictly: unknown fields and trailing data are
 // errors that name the problem.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	return decodeFrom(w, http.MaxBytesReader(w, r.Body, maxBody), v)
+}
+
+// decodeOptional is decode for a body that may be absent: an empty body
+// leaves v as it is.
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any) bool {
+	body := bufio.NewReader(http.MaxBytesReader(w, r.Body, maxBody))
+	if _, err := body.Peek(1); errors.Is(err, io.EOF) {
+		return true
+	}
+	return decodeFrom(w, body, v)
+}
+
+func decodeFrom(w http.ResponseWriter, body io.Reader, v any) bool {
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "request body: "+describeJSONError(err))

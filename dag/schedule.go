@@ -73,6 +73,25 @@ func (sl *Slots) First() time.Time {
 	return sl.sched.Next(start.Add(-time.Second).In(sl.loc)).UTC()
 }
 
+// From is the logical date of the first slot at or after t (and at or
+// after Start): where a backfill over [t, …] begins (docs/schedules.md,
+// "Backfill"). The result may be past End; check with Ended.
+func (sl *Slots) From(t time.Time) time.Time {
+	first := sl.First()
+	if !t.After(first) {
+		return first
+	}
+	if sl.every > 0 {
+		k := (t.Sub(first) + sl.every - 1) / sl.every
+		return first.Add(k * sl.every).UTC()
+	}
+	u := t.Truncate(time.Second)
+	if u.Before(t) {
+		u = u.Add(time.Second)
+	}
+	return sl.sched.Next(u.Add(-time.Second).In(sl.loc)).UTC()
+}
+
 // Next is the logical date of the slot after the one at t. It is also the
 // end of t's data interval, and when t's run becomes due.
 func (sl *Slots) Next(t time.Time) time.Time {

@@ -85,3 +85,20 @@ func TestSlotsEveryAndEnd(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "start_date:"))
 }
+
+func TestSlotsFrom(t *testing.T) {
+	every := &Spec{DAGID: "s", Schedule: "@every 10s", StartDate: "2026-01-01T00:00:00Z"}
+	sl, err := every.Slots()
+	require.NoError(t, err)
+	at := func(sec int) time.Time { return time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC) }
+	assert.Equal(t, at(0), sl.From(at(0).Add(-time.Hour)), "before start_date: the first slot")
+	assert.Equal(t, at(20), sl.From(at(20)), "on a slot: that slot")
+	assert.Equal(t, at(30), sl.From(at(20).Add(time.Nanosecond)), "just after a slot: the next one")
+
+	daily := &Spec{DAGID: "s", Schedule: "@daily", Timezone: "Europe/Berlin", StartDate: "2026-03-28T00:00:00+01:00"}
+	sl, err = daily.Slots()
+	require.NoError(t, err)
+	assert.Equal(t, time.Date(2026, 3, 28, 23, 0, 0, 0, time.UTC), sl.From(time.Date(2026, 3, 28, 23, 0, 0, 0, time.UTC)))
+	assert.Equal(t, time.Date(2026, 3, 29, 22, 0, 0, 0, time.UTC), sl.From(time.Date(2026, 3, 28, 23, 0, 0, 1, time.UTC)),
+		"the next Berlin midnight, across the DST change")
+}

@@ -77,9 +77,10 @@ type runOrigin struct {
 }
 
 // createRunTx inserts a queued run of spec with one TI per task, a
-// run_queued event and a run_dirty row, inside tx. A scheduled run whose
-// slot already has one is not created: it returns created false and no
-// error (INSERT … ON CONFLICT DO NOTHING on runs_scheduled_slot_idx).
+// run_queued event and a run_dirty row, inside tx. A scheduled or
+// backfill run whose slot already has one of its type is not created: it
+// returns created false and no error (INSERT … ON CONFLICT DO NOTHING on
+// runs_scheduled_slot_idx or runs_backfill_slot_idx).
 func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (Run, bool, error) {
 	var run Run
 	var timeout *int64
@@ -99,8 +100,11 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 		}
 	}
 	conflict := ""
-	if o.Type == RunScheduled {
+	switch o.Type {
+	case RunScheduled:
 		conflict = `ON CONFLICT (dag_id, logical_date) WHERE run_type = 'scheduled' DO NOTHING`
+	case RunBackfill:
+		conflict = `ON CONFLICT (dag_id, logical_date) WHERE run_type = 'backfill' DO NOTHING`
 	}
 	err := tx.QueryRow(ctx, `
 		INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at,
@@ -117,6 +121,9 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 		return Run{}, false, err
 	}
 	run.RunType, run.LogicalDate, run.IntervalStart, run.IntervalEnd = o.Type, logical, ivStart, ivEnd
+	if len(o.Conf) > 0 {
+		run.Conf = o.Conf
+	}
 	batch := &pgx.Batch{}
 	for i, t := range spec.Tasks {
 		env, err := json.Marshal(t.Env)
@@ -157,17 +164,22 @@ func nonNil(s []string) []string {
 
 // runColumns is the column list scanned by scanRun.
 const runColumns = `r.id, r.dag_id, r.state, coalesce(r.reason, ''), coalesce(r.message, ''),
-	r.queued_at, r.start_date, r.end_date, r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end,
+	r.queued_at, r.start_date, r.end_date, r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf,
 	(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 	   (SELECT state, count(*) AS n FROM task_instances WHERE run_id = r.id GROUP BY state) c)`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
-	var counts []byte
+	var counts, conf []byte
 	err := row.Scan(&r.ID, &r.DAGID, &r.State, &r.Reason, &r.Message, &r.QueuedAt, &r.StartDate, &r.EndDate,
-		&r.RunType, &r.LogicalDate, &r.IntervalStart, &r.IntervalEnd, &counts)
+		&r.RunType, &r.LogicalDate, &r.IntervalStart, &r.IntervalEnd, &conf, &counts)
 	if err != nil {
 		return r, err
+	}
+	if conf != nil {
+		if err := json.Unmarshal(conf, &r.Conf); err != nil {
+			return r, fmt.Errorf("run %d: conf: %w", r.ID, err)
+		}
 	}
 	err = json.Unmarshal(counts, &r.TaskCounts)
 	return r, err

@@ -123,8 +123,7 @@ func (s *Store) CreateSlots(ctx context.Context, epoch int64, plan SlotPlan) (Sl
 		if err := json.Unmarshal(body, &spec); err != nil {
 			return fmt.Errorf("decode stored spec: %w", err)
 		}
-		for i := range plan.Slots {
-			sl := plan.Slots[i]
+		for _, sl := range plan.Slots {
 			run, created, err := createRunTx(ctx, tx, &spec, runOrigin{Type: RunScheduled, Slot: &sl})
 			if err != nil {
 				return fmt.Errorf("slot %s: %w", sl.LogicalDate.Format(time.RFC3339), err)
@@ -137,9 +136,8 @@ func (s *Store) CreateSlots(ctx context.Context, epoch int64, plan SlotPlan) (Sl
 			res.RunIDs = append(res.RunIDs, run.ID)
 			batch := &pgx.Batch{}
 			batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'slot_created', $2)`, run.ID,
-				fmt.Sprintf("scheduled run for slot %s, data interval [%s, %s)", sl.LogicalDate.Format(time.RFC3339),
-					sl.IntervalStart.Format(time.RFC3339), sl.IntervalEnd.Format(time.RFC3339)))
-			if i == 0 && plan.Skipped > 0 {
+				"scheduled run for "+slotText(sl))
+			if res.Created == 1 && plan.Skipped > 0 {
 				batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'slots_skipped', $2)`, run.ID,
 					fmt.Sprintf("catchup is off: %d earlier due slots skipped", plan.Skipped))
 			}

@@ -184,6 +184,10 @@ type Run struct {
 	// LogicalDate, IntervalStart and IntervalEnd are a scheduled or
 	// backfill run's slot (docs/schedules.md); nil for a manual run.
 	LogicalDate, IntervalStart, IntervalEnd *time.Time
+	// Conf is the run's parameters as stored in runs.conf: checked, with
+	// defaults filled (docs/params.md); nil for a run without any. JSON
+	// numbers read back as float64.
+	Conf map[string]any
 	// TaskCounts counts the run's TIs by state (states with none are
 	// absent). ListRuns, GetRun and CancelRun fill it; TriggerRun leaves
 	// it nil.

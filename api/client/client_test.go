@@ -249,3 +249,27 @@ func TestUnreachableNamesServer(t *testing.T) {
 	assert.Equal(t, base, ue.Server)
 	assert.Equal(t, "cannot reach the Vigil server at "+base+": connection refused", err.Error())
 }
+
+func TestTriggerRunConfAndBackfillBodies(t *testing.T) {
+	t.Parallel()
+	c, rec := fake(t, 201, `{"id":3,"dag_id":"etl","state":"queued","queued_at":"2026-01-01T00:00:00Z","conf":{"limit":7}}`)
+	run, err := c.TriggerRunConf(context.Background(), "etl", map[string]any{"limit": "7"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"limit": float64(7)}, run.Conf)
+	assert.Equal(t, "/v1/dags/etl/runs", rec.RawPath)
+	assert.JSONEq(t, `{"conf":{"limit":"7"}}`, rec.Body)
+	_, err = c.TriggerRun(context.Background(), "etl")
+	require.NoError(t, err)
+	assert.Empty(t, rec.Body, "no conf, no body")
+
+	c, rec = fake(t, 200, `{"dag_id":"etl","from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","slots":2,"created":1,"existing":1,"run_ids":[9]}`)
+	from := time.Date(2026, 1, 1, 1, 0, 0, 0, time.FixedZone("CET", 3600))
+	res, err := c.Backfill(context.Background(), "etl", from, from.Add(24*time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Created)
+	assert.Equal(t, 1, res.Existing)
+	assert.Equal(t, []int64{9}, res.RunIDs)
+	assert.Equal(t, "POST", rec.Method)
+	assert.Equal(t, "/v1/dags/etl/backfill", rec.RawPath)
+	assert.JSONEq(t, `{"from":"2026-01-01T01:00:00+01:00","to":"2026-01-02T01:00:00+01:00"}`, rec.Body)
+}

@@ -43,6 +43,10 @@ type Run struct {
 	LogicalDate       *time.Time `json:"logical_date,omitempty"`
 	DataIntervalStart *time.Time `json:"data_interval_start,omitempty"`
 	DataIntervalEnd   *time.Time `json:"data_interval_end,omitempty"`
+	// Conf is the run's parameters (key -> string, number or bool),
+	// checked against the DAG's params with defaults filled
+	// (docs/params.md); absent for a run without any.
+	Conf map[string]any `json:"conf,omitempty"`
 	// Counts of TIs by state, filled by GET /v1/runs and /v1/runs/{id}.
 	TaskCounts map[string]int `json:"task_counts,omitempty"`
 }
@@ -276,4 +280,35 @@ type ScheduleSlot struct {
 	LogicalDate       time.Time `json:"logical_date"`
 	DataIntervalStart time.Time `json:"data_interval_start"`
 	DataIntervalEnd   time.Time `json:"data_interval_end"`
+}
+
+// TriggerRunRequest is the optional body of POST /v1/dags/{dag_id}/runs.
+// Conf is the run's parameters, key -> string, number or bool, checked
+// against the DAG's params (docs/params.md); a broken rule is a 400
+// naming the key and the rule. No body, or no conf: a run without
+// parameters (defaults still apply).
+type TriggerRunRequest struct {
+	Conf map[string]any `json:"conf,omitempty"`
+}
+
+// BackfillRequest is the body of POST /v1/dags/{dag_id}/backfill: the
+// range [from, to] of logical dates, each an RFC 3339 time
+// (docs/schedules.md, "Backfill").
+type BackfillRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// BackfillResponse says what a backfill did: Slots is the number of
+// schedule slots in [from, to] whose data interval has ended, Created how
+// many got a new backfill run (RunIDs, oldest slot first) and Existing
+// how many already had one from an earlier backfill.
+type BackfillResponse struct {
+	DAGID    string    `json:"dag_id"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Slots    int       `json:"slots"`
+	Created  int       `json:"created"`
+	Existing int       `json:"existing"`
+	RunIDs   []int64   `json:"run_ids"`
 }

@@ -20,7 +20,8 @@ func newDagsCmd() *cobra.Command {
 	}
 	o := addClientFlags(cmd)
 	groupCmd(cmd)
-	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o), newDagsPauseCmd(o, true), newDagsPauseCmd(o, false), newDagsNextCmd(o))
+	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o), newDagsPauseCmd(o, true), newDagsPauseCmd(o, false), newDagsNextCmd(o),
+		newDagsBackfillCmd(o))
 	return cmd
 }
 

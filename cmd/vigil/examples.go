@@ -48,6 +48,11 @@ var examples = map[string]string{
   vigil dags apply etl.yaml report.yml`,
 	"vigil dags list": `  vigil dags list
   vigil dags list -o yaml`,
+	"vigil dags backfill": `  # One backfill run per slot of etl's schedule in January 2026 (at most 1000)
+  vigil dags backfill etl --from 2026-01-01T00:00:00Z --to 2026-01-31T00:00:00Z
+
+  # Again: nothing new is created; the reply says how many already existed
+  vigil dags backfill etl --from 2026-01-01T00:00:00Z --to 2026-01-31T00:00:00Z -o json`,
 	"vigil dags next": `  # The next five slots of etl's schedule
   vigil dags next etl
 
@@ -65,7 +70,11 @@ var examples = map[string]string{
   vigil runs trigger etl
 
   # Wait for it: exit 0 on success, 3 when it ends failed or cancelled
-  vigil runs trigger etl --wait --timeout 30m`,
+  vigil runs trigger etl --wait --timeout 30m
+
+  # With parameters (tasks see VIGIL_PARAM_REGION, VIGIL_PARAM_LIMIT)
+  vigil runs trigger export --conf region=us --conf limit=500
+  vigil runs trigger export --conf-file params.yaml`,
 	"vigil runs list": `  vigil runs list
   vigil runs list --dag etl --state failed --limit 20 -o wide
 

@@ -51,13 +51,20 @@ func newRunsTriggerCmd(o *clientOpts) *cobra.Command {
 	var (
 		wait          bool
 		poll, timeout time.Duration
+		confPairs     []string
+		confPath      string
 	)
 	cmd := &cobra.Command{
 		Use:   "trigger DAG_ID",
 		Short: "Queue a run of a DAG, optionally waiting for it to finish",
 		Long: `Queue a run of DAG_ID. With --wait, poll the run and print each task's
 state changes until the run ends; exit 0 when it ends in success and 3
-when it ends failed or cancelled.`,
+when it ends failed or cancelled.
+
+--conf key=value (repeatable) or --conf-file F (a JSON or YAML mapping)
+sets the run's parameters; tasks see each as VIGIL_PARAM_<KEY>. The
+server checks them against the DAG's params (docs/params.md); a rejected
+key exits 2 with the server's message.`,
 		Args: exactArgs("DAG_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if poll <= 0 {
@@ -66,14 +73,18 @@ when it ends failed or cancelled.`,
 			if timeout < 0 {
 				return usageError("--timeout: %s must not be negative", timeout)
 			}
+			conf, err := runConf(confPairs, confPath)
+			if err != nil {
+				return err
+			}
 			c, err := o.newClient()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			run, err := c.TriggerRun(cmd.Context(), args[0])
+			run, err := c.TriggerRunConf(cmd.Context(), args[0], conf)
 			if err != nil {
-				return err
+				return rejected("conf", err)
 			}
 			if !wait {
 				switch {
@@ -116,6 +127,8 @@ when it ends failed or cancelled.`,
 	f.BoolVar(&wait, "wait", false, "wait for the run to end; exit 3 unless it ends in success")
 	f.DurationVar(&poll, "poll", time.Second, "with --wait: how often to poll the run")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait: give up waiting after this long (0: never); the run goes on")
+	f.StringArrayVar(&confPairs, "conf", nil, "a run parameter as key=value (repeatable); tasks see VIGIL_PARAM_<KEY>")
+	f.StringVar(&confPath, "conf-file", "", "run parameters from a JSON or YAML file of key: value (exclusive with --conf)")
 	return cmd
 }
 

@@ -1,4 +1,4 @@
--- Vigil schema, version 6: schedules (issue 15; adr/0017-schedules.md,
+-- Vigil schema, version 6: schedules (adr/0017-schedules.md,
 -- docs/schedules.md).
 --
 -- A run records how it came to be: 'manual' (vigil runs trigger),

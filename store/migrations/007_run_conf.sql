@@ -1,5 +1,4 @@
--- Vigil schema, version 7: run parameters (issue 15, item 2;
--- docs/params.md).
+-- Vigil schema, version 7: run parameters (docs/params.md).
 --
 -- conf holds the run's parameters, a JSON object key -> string, number or
 -- bool, checked against the DAG's params and with their defaults filled
