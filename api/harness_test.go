@@ -32,8 +32,9 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 const (
-	agentToken = "agent-secret"
-	opToken    = "operator-secret"
+	agentToken  = "agent-secret"
+	opToken     = "operator-secret"
+	viewerToken = "viewer-secret"
 )
 
 // harness is a real control plane on a private database: store, listener,
@@ -70,7 +71,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	require.NoError(t, err)
 	el := leader.NewStatic(st, "test", log, m)
 	srv, err := api.New(api.Config{
-		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken,
+		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken, ViewerToken: viewerToken,
 		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status,
 	})
 	require.NoError(t, err)

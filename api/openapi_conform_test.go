@@ -28,6 +28,10 @@ type contract struct {
 	h      *harness
 	router routers.Router
 	seen   map[string]bool // "METHOD /path template" of every route exercised
+	// cookie and csrf, once a walk signed in, go with every request sent
+	// without a token, as the console sends them.
+	cookie *http.Cookie
+	csrf   string
 }
 
 func newContract(t *testing.T, h *harness) *contract {
@@ -60,6 +64,10 @@ func (c *contract) do(method, path, token, cred string, body any, checkRequest b
 	if cred != "" {
 		req.Header.Set(protocol.HeaderAgentCredential, cred)
 	}
+	if token == "" && c.cookie != nil {
+		req.AddCookie(c.cookie)
+		req.Header.Set(protocol.HeaderCSRF, c.csrf)
+	}
 	route, params, err := c.router.FindRoute(req)
 	require.NoError(c.t, err, "%s %s: no operation of the document matches", method, path)
 	c.seen[method+" "+route.Path] = true
@@ -74,6 +82,11 @@ func (c *contract) do(method, path, token, cred string, body any, checkRequest b
 	defer resp.Body.Close()
 	got, err := io.ReadAll(resp.Body)
 	require.NoError(c.t, err)
+	for _, ck := range resp.Cookies() {
+		if ck.Name == protocol.SessionCookie && ck.Value != "" {
+			c.cookie = ck
+		}
+	}
 	require.Equal(c.t, wantStatus, resp.StatusCode, "%s %s: %s", method, path, got)
 	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
@@ -166,6 +179,20 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("PUT", "/v1/thresholds", opToken, "", map[string]string{"orphan": "10m"}, true, 200)
 	c.do("DELETE", "/v1/thresholds", opToken, "", nil, true, 200)
 	c.do("GET", "/v1/reap", opToken, "", nil, true, 200)
+	c.do("GET", "/v1/at-risk", viewerToken, "", nil, true, 200)
+	c.do("PUT", "/v1/thresholds", viewerToken, "", map[string]string{"orphan": "10m"}, true, 403)
+	// Console session: sign in, read and write by cookie, sign out.
+	c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: "wrong"}, true, 401)
+	c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: agentToken}, true, 403)
+	sess := decodeInto[protocol.Session](t, c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: opToken}, true, 200))
+	c.csrf = sess.CSRFToken
+	c.do("GET", "/v1/session", "", "", nil, true, 200)
+	c.do("GET", "/v1/at-risk", "", "", nil, true, 200)
+	c.do("DELETE", "/v1/thresholds", "", "", nil, true, 200)
+	c.csrf = "forged"
+	c.do("DELETE", "/v1/thresholds", "", "", nil, true, 403)
+	c.do("DELETE", "/v1/session", "", "", nil, true, 204)
+	c.cookie = nil
 	c.do("POST", "/v1/reap", opToken, "", nil, true, 200)
 
 	// Schedules: a backfill and a trigger with conf (after the claim

@@ -35,7 +35,7 @@ func loadSpec(t *testing.T) *openapi3.T {
 func TestOpenAPIDocumentIsValid(t *testing.T) {
 	doc := loadSpec(t)
 	require.Equal(t, "3.0.3", doc.OpenAPI)
-	for _, name := range []string{"agentToken", "operatorToken", "agentCredential"} {
+	for _, name := range []string{"agentToken", "operatorToken", "agentCredential", "viewerToken", "session", "csrfToken"} {
 		require.Contains(t, doc.Components.SecuritySchemes, name)
 	}
 	cred := doc.Components.SecuritySchemes["agentCredential"].Value
@@ -61,8 +61,9 @@ var securityFor = map[api.Access][]string{
 	api.AccessOpen:                {},
 	api.AccessAgent:               {"agentToken"},
 	api.AccessAgentSelf:           {"agentCredential+agentToken"},
-	api.AccessAgentSelfOrOperator: {"agentCredential+agentToken", "operatorToken"},
-	api.AccessOperator:            {"operatorToken"},
+	api.AccessAgentSelfOrOperator: {"agentCredential+agentToken", "csrfToken+session", "operatorToken"},
+	api.AccessOperator:            {"csrfToken+session", "operatorToken"},
+	api.AccessRead:                {"operatorToken", "session", "viewerToken"},
 }
 
 func securityOf(op *openapi3.Operation) []string {
@@ -162,6 +163,8 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"Thresholds": protocol.Thresholds{}, "Agent": protocol.Agent{}, "AgentList": protocol.AgentList{},
 		"VersionInfo": protocol.VersionInfo{}, "GraceNotice": protocol.GraceNotice{},
 		"HealthReport": api.HealthReport{}, "MassSilenceBrake": api.MassSilenceBrake{}, "LeaderStatus": leader.Status{},
+		"Session": protocol.Session{}, "AtRisk": protocol.AtRisk{}, "AtRiskRunning": protocol.AtRiskRunning{},
+		"AtRiskQueued": protocol.AtRiskQueued{}, "AtRiskRun": protocol.AtRiskRun{},
 	}
 	requests := map[string]any{
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},
@@ -169,6 +172,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"CompleteRequest": protocol.CompleteRequest{}, "LogLine": protocol.LogLine{}, "LogsRequest": protocol.LogsRequest{},
 		"ApplyDAGRequest": protocol.ApplyDAGRequest{}, "TriggerRunRequest": protocol.TriggerRunRequest{},
 		"BackfillRequest": protocol.BackfillRequest{}, "ThresholdsUpdate": protocol.ThresholdsUpdate{},
+		"SessionRequest": protocol.SessionRequest{},
 	}
 	check := func(name string, v any, reply bool) {
 		ref, ok := schemas[name]
@@ -216,7 +220,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 	require.Equal(t, state.Strings(state.TIStates()), enum("TaskInstance", "state"))
 	require.ElementsMatch(t, []string{protocol.CodeBadRequest, protocol.CodeUnauthorized, protocol.CodeForbidden,
 		protocol.CodeNotFound, protocol.CodeStaleAttempt, protocol.CodeConflict, protocol.CodeNameInUse,
-		protocol.CodeAgentCredential, protocol.CodeUnavailable, protocol.CodeInternal}, enum("ErrorDetail", "code"))
+		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeUnavailable, protocol.CodeInternal}, enum("ErrorDetail", "code"))
 	require.ElementsMatch(t, []string{protocol.StopCancelled, protocol.StopReaped, protocol.StopSuperseded,
 		protocol.StopUnknown, protocol.StopFinished}, enum("StopOrder", "reason"))
 	require.ElementsMatch(t, []string{protocol.StreamStdout, protocol.StreamStderr, protocol.StreamSystem}, enum("LogLine", "stream"))

@@ -121,3 +121,14 @@ func (s *Server) fillLeader(rep *protocol.ReapReport) {
 		rep.Leader = s.cfg.LeaderStatus().Leader
 	}
 }
+
+// atRisk lists the work a reaper will act on if nothing changes, with the
+// time left before it does (reaper.Reapers.AtRisk).
+func (s *Server) atRisk(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.cfg.Control.AtRisk(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}

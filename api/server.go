@@ -19,7 +19,6 @@ package api
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,16 +57,22 @@ type Control interface {
 	DryRun(ctx context.Context) (protocol.ReapReport, error)
 	// MassSilence is the leader's mass-silence brake verdict, for health.
 	MassSilence() reaper.Brake
+	// AtRisk lists the work a reaper will act on if nothing changes
+	// (GET /v1/at-risk).
+	AtRisk(ctx context.Context) (protocol.AtRisk, error)
 }
 
 // Config configures a Server. Store, Metrics and both tokens are required.
 type Config struct {
-	Store             *store.Store
-	Listener          *store.Listener // optional: wakes claim long-polls
-	Metrics           *metrics.Metrics
-	Logger            *slog.Logger
-	AgentToken        string
-	OperatorToken     string
+	Store         *store.Store
+	Listener      *store.Listener // optional: wakes claim long-polls
+	Metrics       *metrics.Metrics
+	Logger        *slog.Logger
+	AgentToken    string
+	OperatorToken string
+	// ViewerToken, optional, may read everything an operator may and
+	// change nothing (docs/api.md "Authentication").
+	ViewerToken       string
 	HeartbeatInterval time.Duration        // told to agents at register; default 15s
 	Control           Control              // required for /monitor/health, thresholds and reap
 	LeaderStatus      func() leader.Status // optional
@@ -104,6 +109,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("operator-token: must not be empty")
 	case cfg.AgentToken == cfg.OperatorToken:
 		return nil, errors.New("agent-token: must differ from operator-token, or agents could act as operators")
+	case cfg.ViewerToken != "" && (cfg.ViewerToken == cfg.OperatorToken || cfg.ViewerToken == cfg.AgentToken):
+		return nil, errors.New("viewer-token: must differ from operator-token and agent-token, or viewers could change state")
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 15 * time.Second
@@ -118,14 +125,6 @@ func New(cfg Config) (*Server, error) {
 
 // Handler returns the root handler with metrics instrumentation.
 func (s *Server) Handler() http.Handler { return s.instrument(s.mux) }
-
-type role int
-
-const (
-	roleAgent role = iota + 1
-	roleOperator
-	roleAgentOrOperator // deregister: the agent itself, or an operator
-)
 
 // Access is who may call a route: the authentication it demands.
 type Access string
@@ -143,8 +142,12 @@ const (
 	// AccessAgentSelfOrOperator: AccessAgentSelf, or the operator token
 	// alone (deregister).
 	AccessAgentSelfOrOperator Access = "agent_self_or_operator"
-	// AccessOperator: the operator bearer token.
+	// AccessOperator: the operator role: its bearer token, or an operator
+	// console session whose state-changing requests carry the CSRF header.
 	AccessOperator Access = "operator"
+	// AccessRead: the operator or the viewer role, by bearer token or
+	// console session; only for routes that change nothing.
+	AccessRead Access = "read"
 )
 
 // Route is one entry of the server's route table: a net/http pattern
@@ -173,25 +176,30 @@ var routeTable = []route{
 	{"POST /v1/agents/{agent_id}/logs", AccessAgentSelf, (*Server).logs},
 	{"POST /v1/agents/{agent_id}/deregister", AccessAgentSelfOrOperator, (*Server).deregister},
 
-	{"GET /v1/agents", AccessOperator, (*Server).listAgents},
-	{"GET /v1/dags", AccessOperator, (*Server).listDAGs},
+	{"GET /v1/agents", AccessRead, (*Server).listAgents},
+	{"GET /v1/dags", AccessRead, (*Server).listDAGs},
 	{"POST /v1/dags", AccessOperator, (*Server).applyDAG},
-	{"GET /v1/dags/{dag_id}", AccessOperator, (*Server).getDAG},
+	{"GET /v1/dags/{dag_id}", AccessRead, (*Server).getDAG},
 	{"POST /v1/dags/{dag_id}/runs", AccessOperator, (*Server).triggerRun},
 	{"POST /v1/dags/{dag_id}/pause", AccessOperator, (*Server).pauseDAG},
 	{"POST /v1/dags/{dag_id}/unpause", AccessOperator, (*Server).unpauseDAG},
-	{"GET /v1/dags/{dag_id}/next", AccessOperator, (*Server).nextSlots},
+	{"GET /v1/dags/{dag_id}/next", AccessRead, (*Server).nextSlots},
 	{"POST /v1/dags/{dag_id}/backfill", AccessOperator, (*Server).backfill},
-	{"GET /v1/runs", AccessOperator, (*Server).listRuns},
-	{"GET /v1/runs/{run_id}", AccessOperator, (*Server).getRun},
-	{"GET /v1/runs/{run_id}/events", AccessOperator, (*Server).runEvents},
+	{"GET /v1/runs", AccessRead, (*Server).listRuns},
+	{"GET /v1/runs/{run_id}", AccessRead, (*Server).getRun},
+	{"GET /v1/runs/{run_id}/events", AccessRead, (*Server).runEvents},
 	{"POST /v1/runs/{run_id}/cancel", AccessOperator, (*Server).cancelRun},
-	{"GET /v1/runs/{run_id}/tasks/{task_id}/logs", AccessOperator, (*Server).readLogs},
-	{"GET /v1/thresholds", AccessOperator, (*Server).getThresholds},
+	{"GET /v1/runs/{run_id}/tasks/{task_id}/logs", AccessRead, (*Server).readLogs},
+	{"GET /v1/thresholds", AccessRead, (*Server).getThresholds},
 	{"PUT /v1/thresholds", AccessOperator, (*Server).putThresholds},
 	{"DELETE /v1/thresholds", AccessOperator, (*Server).resetThresholds},
-	{"GET /v1/reap", AccessOperator, (*Server).reapDryRun},
+	{"GET /v1/reap", AccessRead, (*Server).reapDryRun},
 	{"POST /v1/reap", AccessOperator, (*Server).reapNow},
+	{"GET /v1/at-risk", AccessRead, (*Server).atRisk},
+
+	{"POST /v1/session", AccessOpen, (*Server).signIn},
+	{"GET /v1/session", AccessRead, (*Server).getSession},
+	{"DELETE /v1/session", AccessOpen, (*Server).signOut},
 
 	{"GET /v1/openapi.json", AccessOpen, (*Server).openAPI},
 	{"GET /v1/version", AccessOpen, (*Server).version},
@@ -217,21 +225,19 @@ func (s *Server) routes() {
 	for _, rt := range routeTable {
 		h := func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) }
 		switch rt.access {
-		case AccessAgent:
-			s.mux.Handle(rt.pattern, s.auth(roleAgent, h))
 		case AccessAgentSelf:
 			// self: the agent in the path, proven by its credential.
-			s.mux.Handle(rt.pattern, s.auth(roleAgent, s.agentSelf(h)))
+			s.mux.Handle(rt.pattern, s.auth(rt.access, s.agentSelf(h)))
 		case AccessAgentSelfOrOperator:
-			s.mux.Handle(rt.pattern, s.auth(roleAgentOrOperator, func(w http.ResponseWriter, r *http.Request) {
-				if s.isOperator(r) {
+			s.mux.Handle(rt.pattern, s.auth(rt.access, func(w http.ResponseWriter, r *http.Request) {
+				if callerOf(r.Context()).role == roleOperator {
 					h(w, r)
 					return
 				}
 				s.agentSelf(h)(w, r)
 			}))
-		case AccessOperator:
-			s.mux.Handle(rt.pattern, s.auth(roleOperator, h))
+		case AccessAgent, AccessOperator, AccessRead:
+			s.mux.Handle(rt.pattern, s.auth(rt.access, h))
 		case AccessOpen:
 			s.mux.HandleFunc(rt.pattern, h)
 		default:
@@ -245,66 +251,6 @@ func (s *Server) routes() {
 
 // metricsHandler serves /metrics from the Prometheus registry.
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) { s.promHTTP.ServeHTTP(w, r) }
-
-// auth admits a request whose bearer token matches the role's token.
-func (s *Server) auth(want role, next http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || got == "" {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "missing bearer token")
-			return
-		}
-		agentOK := subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AgentToken)) == 1
-		opOK := subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.OperatorToken)) == 1
-		switch {
-		case !agentOK && !opOK:
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "invalid bearer token")
-		case want == roleAgent && !agentOK:
-			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "this endpoint needs the agent token")
-		case want == roleOperator && !opOK:
-			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "this endpoint needs the operator token")
-		default:
-			next(w, r)
-		}
-	})
-}
-
-// isOperator reports whether r carries the operator token.
-func (s *Server) isOperator(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.OperatorToken)) == 1
-}
-
-// agentSelf admits a request under /v1/agents/{agent_id}/ only when its
-// Vigil-Agent-Credential header holds that agent's own credential: 400 for
-// a malformed id, 404 for an unknown agent (it must register again), 403
-// agent_credential for a missing or foreign credential.
-func (s *Server) agentSelf(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		agentID, ok := pathID(w, r, "agent_id")
-		if !ok {
-			return
-		}
-		cred := r.Header.Get(protocol.HeaderAgentCredential)
-		if cred == "" {
-			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
-				"header %s: required for agent %d: send the credential its register reply returned", protocol.HeaderAgentCredential, agentID))
-			return
-		}
-		err := s.cfg.Store.CheckAgentCredential(r.Context(), agentID, cred)
-		switch {
-		case errors.Is(err, store.ErrForbidden):
-			s.log.Warn("agent credential rejected", "agent_id", agentID, "route", r.Pattern, "remote", r.RemoteAddr)
-			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
-				"header %s: not the credential of agent %d: an agent may act only for itself, and must register again if its name was taken over",
-				protocol.HeaderAgentCredential, agentID))
-		case err != nil:
-			s.writeStoreError(w, r, err)
-		default:
-			next(w, r)
-		}
-	}
-}
 
 // statusRecorder captures the status code for metrics.
 type statusRecorder struct {

@@ -376,6 +376,16 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 	return s.reapers.DryRun(ctx, *t)
 }
 
+// AtRisk lists the work a reaper will act on if nothing changes, with the
+// time left (reaper.Reapers.AtRisk). On a follower the leader's grace is
+// unknown and the report says so.
+func (s *Scheduler) AtRisk(ctx context.Context) (protocol.AtRisk, error) {
+	if err := s.RefreshThresholds(ctx); err != nil {
+		return protocol.AtRisk{}, err
+	}
+	return s.reapers.AtRisk(ctx, s.currentTerm(), s.cfg.HeartbeatInterval)
+}
+
 // Heartbeat reports the scheduler's health (docs/design.md §5, adr/0012): an error
 // when the database is unreachable, or, on the leader, when the stall
 // detector has had no database clock reading for longer than the gap

@@ -98,6 +98,11 @@ var examples = map[string]string{
 
   # Only try 2, following until the task ends
   vigil logs 12 extract --try 2 --follow`,
+	"vigil at-risk": `  # Work a reaper will act on if nothing changes, with the time left
+  vigil at-risk
+
+  # The same for a script, with the reaper's outcome in words
+  vigil at-risk -o json`,
 	"vigil reap": `  # What the reapers would do now, without writing
   vigil reap --dry-run
 

@@ -48,6 +48,7 @@ type planeOpts struct {
 	listen                          string
 	ln                              net.Listener // listenAPI(listen), taken early; nil: listen here
 	agentToken, operatorToken       string
+	viewerToken                     string // optional: the read-only role
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
@@ -62,7 +63,9 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.StringVar(&p.listen, "listen", "127.0.0.1:8080", "HTTP listen address for the API, metrics and health")
 	f.StringVar(&p.agentToken, "agent-token", "", "bearer token for agents"+tokenHelp)
 	f.StringVar(&p.operatorToken, "operator-token", "", "bearer token for operators"+tokenHelp)
-	p.secretFiles = append(p.secretFiles, addSecretFile(f, "agent-token", &p.agentToken), addSecretFile(f, "operator-token", &p.operatorToken))
+	f.StringVar(&p.viewerToken, "viewer-token", "", "optional bearer token of the read-only viewer role (API and console); must differ from the others")
+	p.secretFiles = append(p.secretFiles, addSecretFile(f, "agent-token", &p.agentToken), addSecretFile(f, "operator-token", &p.operatorToken),
+		addSecretFile(f, "viewer-token", &p.viewerToken))
 	addServeTLSFlags(f, &p.tls)
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
@@ -252,7 +255,7 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 		}
 	}
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
-		store: st, log: log, listen: o.listen, ln: ln, agentToken: agentToken, operatorToken: opToken, tls: &o.tls,
+		store: st, log: log, listen: o.listen, ln: ln, agentToken: agentToken, operatorToken: opToken, viewerToken: o.viewerToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
 			return leader.NewStatic(st, replicaID(), log, m), nil
@@ -293,6 +296,7 @@ type controlPlaneConfig struct {
 	listen                          string
 	ln                              net.Listener // listenAPI(listen), taken early; nil: listen here
 	agentToken, operatorToken       string
+	viewerToken                     string
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	elector                         func(*metrics.Metrics) (leader.Elector, error)
@@ -331,7 +335,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	}
 	srv, err := api.New(api.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
-		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken,
+		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken, ViewerToken: cfg.viewerToken,
 		HeartbeatInterval: cfg.heartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: version,
 	})
 	if err != nil {

@@ -95,6 +95,7 @@ func newRootCmd() *cobra.Command {
 		newRunsCmd(),
 		newLogsCmd(),
 		newReapCmd(),
+		newAtRiskCmd(),
 		newThresholdsCmd(),
 		newMigrateCmd(),
 		newFenceCmd(),

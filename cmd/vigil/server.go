@@ -148,7 +148,7 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	defer etcd.Close()
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
 		store: st, log: log.With("replica", o.replicaID), listen: o.listen, ln: ln,
-		agentToken: o.agentToken, operatorToken: o.operatorToken, tls: &o.tls,
+		agentToken: o.agentToken, operatorToken: o.operatorToken, viewerToken: o.viewerToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
 		electionTTL: o.electionTTL,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {

@@ -1,0 +1,176 @@
+package api
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// role is who a request speaks for: the token it proved, by bearer header
+// or by console session cookie (session.go).
+type role int
+
+const (
+	roleNone role = iota
+	roleAgent
+	roleOperator
+	roleViewer
+)
+
+func (r role) String() string {
+	switch r {
+	case roleAgent:
+		return "agent"
+	case roleOperator:
+		return protocol.RoleOperator
+	case roleViewer:
+		return protocol.RoleViewer
+	}
+	return "none"
+}
+
+// caller is an authenticated request's role and how it proved it.
+type caller struct {
+	role    role
+	session *session // nil for a bearer token
+}
+
+// authError is a refused authentication: the status, code and message.
+type authError struct {
+	status int
+	code   string
+	msg    string
+}
+
+// tokenRole maps a presented token to its role, in constant time per
+// token; the viewer token counts only when configured.
+func (s *Server) tokenRole(token string) role {
+	eq := func(want string) bool {
+		return want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
+	}
+	switch {
+	case eq(s.cfg.AgentToken):
+		return roleAgent
+	case eq(s.cfg.OperatorToken):
+		return roleOperator
+	case eq(s.cfg.ViewerToken):
+		return roleViewer
+	}
+	return roleNone
+}
+
+// identify authenticates r: an Authorization bearer token wins; without
+// one, the console's session cookie, which on a state-changing method
+// must come with its CSRF header (docs/api.md "Authentication").
+func (s *Server) identify(r *http.Request) (caller, *authError) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		got, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || got == "" {
+			return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "Authorization: expected \"Bearer <token>\""}
+		}
+		rl := s.tokenRole(got)
+		if rl == roleNone {
+			return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "invalid bearer token"}
+		}
+		return caller{role: rl}, nil
+	}
+	c, err := r.Cookie(protocol.SessionCookie)
+	if err != nil {
+		return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized,
+			"missing bearer token (or console session cookie " + protocol.SessionCookie + ")"}
+	}
+	now, err := s.cfg.Store.Now(r.Context())
+	if err != nil {
+		return caller{}, &authError{http.StatusServiceUnavailable, protocol.CodeUnavailable, "session check: database clock: " + err.Error()}
+	}
+	sess, verr := s.verifySession(c.Value, now)
+	if verr != nil {
+		return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "session cookie " + protocol.SessionCookie + ": " + verr.Error() + "; sign in again"}
+	}
+	if !safeMethod(r.Method) && !s.csrfOK(sess, r.Header.Get(protocol.HeaderCSRF)) {
+		return caller{}, &authError{http.StatusForbidden, protocol.CodeCSRF, fmt.Sprintf(
+			"header %s: missing or not this session's CSRF token; a state-changing request by session cookie needs it (GET /v1/session returns it)",
+			protocol.HeaderCSRF)}
+	}
+	return caller{role: sess.role, session: sess}, nil
+}
+
+// safeMethod reports whether m changes nothing, so needs no CSRF check.
+func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
+
+// allowed reports whether rl may call a route of access; the message of
+// a refusal names the role it needs.
+func allowed(access Access, rl role) (bool, string) {
+	switch access {
+	case AccessAgent, AccessAgentSelf:
+		return rl == roleAgent, "this endpoint needs the agent token"
+	case AccessAgentSelfOrOperator:
+		return rl == roleAgent || rl == roleOperator, "this endpoint needs the agent token or the operator role"
+	case AccessRead:
+		return rl == roleOperator || rl == roleViewer, "this endpoint needs the operator or viewer role"
+	case AccessOperator:
+		if rl == roleViewer {
+			return false, "this endpoint changes state and needs the operator role; the viewer role is read-only"
+		}
+		return rl == roleOperator, "this endpoint needs the operator role"
+	}
+	return false, "no access"
+}
+
+// auth admits a request whose caller may use a route of access.
+func (s *Server) auth(access Access, next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, aerr := s.identify(r)
+		if aerr != nil {
+			writeError(w, aerr.status, aerr.code, aerr.msg)
+			return
+		}
+		if access == AccessAgent || access == AccessAgentSelf || access == AccessAgentSelfOrOperator {
+			if c.session != nil { // agents never hold console sessions
+				writeError(w, http.StatusForbidden, protocol.CodeForbidden, "this endpoint needs a bearer token, not a console session")
+				return
+			}
+		}
+		if ok, msg := allowed(access, c.role); !ok {
+			writeError(w, http.StatusForbidden, protocol.CodeForbidden, msg)
+			return
+		}
+		next(w, r.WithContext(withCaller(r.Context(), c)))
+	})
+}
+
+// agentSelf admits a request under /v1/agents/{agent_id}/ only when its
+// Vigil-Agent-Credential header holds that agent's own credential: 400 for
+// a malformed id, 404 for an unknown agent (it must register again), 403
+// agent_credential for a missing or foreign credential.
+func (s *Server) agentSelf(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		agentID, ok := pathID(w, r, "agent_id")
+		if !ok {
+			return
+		}
+		cred := r.Header.Get(protocol.HeaderAgentCredential)
+		if cred == "" {
+			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
+				"header %s: required for agent %d: send the credential its register reply returned", protocol.HeaderAgentCredential, agentID))
+			return
+		}
+		err := s.cfg.Store.CheckAgentCredential(r.Context(), agentID, cred)
+		switch {
+		case errors.Is(err, store.ErrForbidden):
+			s.log.Warn("agent credential rejected", "agent_id", agentID, "route", r.Pattern, "remote", r.RemoteAddr)
+			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
+				"header %s: not the credential of agent %d: an agent may act only for itself, and must register again if its name was taken over",
+				protocol.HeaderAgentCredential, agentID))
+		case err != nil:
+			s.writeStoreError(w, r, err)
+		default:
+			next(w, r)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package protocol
+
+import "time"
+
+// Console sessions (docs/api.md "Authentication"): POST /v1/session
+// exchanges the operator or viewer token for a session cookie; a
+// state-changing request made with the cookie must echo the session's
+// CSRF token in HeaderCSRF. Bearer-token clients need neither.
+const (
+	// SessionCookie is the HttpOnly, SameSite=Strict session cookie.
+	SessionCookie = "vigil_session"
+	// HeaderCSRF carries a console session's CSRF token.
+	HeaderCSRF = "X-Vigil-CSRF"
+	// CodeCSRF: a state-changing request by session cookie without its
+	// session's CSRF token (403).
+	CodeCSRF = "csrf"
+)
+
+// Roles a caller may have besides the agent's (docs/api.md).
+const (
+	// RoleOperator may read and change everything but the agent protocol.
+	RoleOperator = "operator"
+	// RoleViewer may read what an operator may and change nothing.
+	RoleViewer = "viewer"
+)
+
+// SessionRequest is the body of POST /v1/session.
+type SessionRequest struct {
+	Token string `json:"token"`
+}
+
+// Session is who a caller is: the reply of POST and GET /v1/session.
+// ExpiresAt and CSRFToken are set for a console session only.
+type Session struct {
+	Role             string     `json:"role"` // RoleOperator | RoleViewer
+	ExpiresAt        *time.Time `json:"expires_at,omitempty"`
+	CSRFToken        string     `json:"csrf_token,omitempty"`
+	ViewerConfigured bool       `json:"viewer_configured"`
+}
+
+// AtRisk is GET /v1/at-risk: the work a reaper will act on if nothing
+// changes, with the time left before it does (docs/scheduler-resilience.md
+// "Work at risk"). It is computed from the reapers' own candidate queries
+// at Now, the database clock.
+type AtRisk struct {
+	Now               time.Time  `json:"now"`
+	HeartbeatInterval Duration   `json:"heartbeat_interval"`
+	Thresholds        Thresholds `json:"thresholds"`
+	// RunHorizon: runs whose timeout deadline is within it are listed.
+	RunHorizon Duration        `json:"run_horizon"`
+	Running    []AtRiskRunning `json:"running"`
+	Queued     []AtRiskQueued  `json:"queued"`
+	Runs       []AtRiskRun     `json:"runs"`
+	// Grace tells why a reaper would hold back now (post-leadership grace,
+	// mass-silence brake, a follower's unknown grace): time left is then
+	// a lower bound.
+	Grace []GraceNotice `json:"grace,omitempty"`
+}
+
+// AtRiskRunning is a running TI whose heartbeat is overdue by more than
+// one heartbeat interval. TimeLeft is what remains of the agent-lost
+// threshold (0 once past it); Decision and Outcome are what the
+// agent-lost reaper would decide and write.
+type AtRiskRunning struct {
+	RunID           int64     `json:"run_id"`
+	TIID            int64     `json:"ti_id"`
+	TaskID          string    `json:"task_id"`
+	TryNumber       int       `json:"try_number"`
+	AgentID         *int64    `json:"agent_id,omitempty"`
+	Started         bool      `json:"started"`
+	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+	Silent          Duration  `json:"silent"`
+	Overdue         Duration  `json:"overdue"`
+	TimeLeft        Duration  `json:"time_left"`
+	Decision        string    `json:"decision"`
+	Outcome         string    `json:"outcome"`
+}
+
+// AtRiskQueued is a queued TI that no active agent can take. TimeLeft is
+// what remains of the dispatch-lost threshold (0 once past it).
+type AtRiskQueued struct {
+	RunID        int64     `json:"run_id"`
+	TIID         int64     `json:"ti_id"`
+	TaskID       string    `json:"task_id"`
+	TryNumber    int       `json:"try_number"`
+	QueuedAt     time.Time `json:"queued_at"`
+	Queued       Duration  `json:"queued"`
+	RequiredTags []string  `json:"required_tags"`
+	MissingTags  []string  `json:"missing_tags"`
+	ActiveAgents int       `json:"active_agents"`
+	TimeLeft     Duration  `json:"time_left"`
+	Outcome      string    `json:"outcome"`
+}
+
+// AtRiskRun is a queued or running run whose timeout deadline is within
+// AtRisk.RunHorizon (TimeLeft 0 once past it).
+type AtRiskRun struct {
+	RunID    int64     `json:"run_id"`
+	DAGID    string    `json:"dag_id"`
+	State    string    `json:"state"`
+	Timeout  Duration  `json:"timeout"`
+	Deadline time.Time `json:"deadline"`
+	TimeLeft Duration  `json:"time_left"`
+}

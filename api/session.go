@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// SessionTTL is how long a console session lasts after sign-in.
+const SessionTTL = 12 * time.Hour
+
+// session is a verified console session cookie. Sessions are stateless:
+// the cookie "v1.<role>.<expiry unix s>.<nonce>.<mac>" is signed with a
+// key derived from its role's token, so every replica verifies it without
+// a shared table, and changing a token ends that role's sessions.
+type session struct {
+	role    role
+	expires time.Time
+	value   string // the whole cookie value, which the CSRF token is bound to
+}
+
+// sessionKey is the HMAC key of rl's sessions: a hash of its token, so
+// the token itself never keys a MAC another context might also compute.
+func (s *Server) sessionKey(rl role) []byte {
+	tok := ""
+	switch rl {
+	case roleOperator:
+		tok = s.cfg.OperatorToken
+	case roleViewer:
+		tok = s.cfg.ViewerToken
+	}
+	if tok == "" {
+		return nil
+	}
+	k := sha256.Sum256([]byte("vigil console session\x00" + tok))
+	return k[:]
+}
+
+func mac(key []byte, parts ...string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(strings.Join(parts, "\x00")))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// newSession mints a session cookie value for rl expiring at expires.
+func (s *Server) newSession(rl role, expires time.Time) (*session, error) {
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	body := fmt.Sprintf("v1.%s.%d.%s", rl, expires.Unix(), base64.RawURLEncoding.EncodeToString(nonce))
+	return &session{role: rl, expires: expires, value: body + "." + mac(s.sessionKey(rl), body)}, nil
+}
+
+// verifySession checks a cookie value's signature and expiry against now
+// (the database clock).
+func (s *Server) verifySession(v string, now time.Time) (*session, error) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 5 || parts[0] != "v1" {
+		return nil, errors.New("malformed")
+	}
+	var rl role
+	switch parts[1] {
+	case protocol.RoleOperator:
+		rl = roleOperator
+	case protocol.RoleViewer:
+		rl = roleViewer
+	default:
+		return nil, errors.New("unknown role")
+	}
+	key := s.sessionKey(rl)
+	body := strings.Join(parts[:4], ".")
+	if key == nil || !hmac.Equal([]byte(parts[4]), []byte(mac(key, body))) {
+		return nil, errors.New("bad signature (was the token changed?)")
+	}
+	exp, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return nil, errors.New("malformed expiry")
+	}
+	expires := time.Unix(exp, 0)
+	if !now.Before(expires) {
+		return nil, fmt.Errorf("expired at %s", expires.UTC().Format(time.RFC3339))
+	}
+	return &session{role: rl, expires: expires, value: v}, nil
+}
+
+// csrfToken is the double-submit token bound to one session: a page of
+// the console reads it from GET /v1/session and echoes it in HeaderCSRF;
+// another site can neither read it nor forge it.
+func (s *Server) csrfToken(sess *session) string {
+	return mac(s.sessionKey(sess.role), "csrf", sess.value)
+}
+
+func (s *Server) csrfOK(sess *session, got string) bool {
+	return got != "" && hmac.Equal([]byte(got), []byte(s.csrfToken(sess)))
+}
+
+type callerKey struct{}
+
+func withCaller(ctx context.Context, c caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
+}
+
+func (s *Server) sessionReply(c caller) protocol.Session {
+	out := protocol.Session{Role: c.role.String(), ViewerConfigured: s.cfg.ViewerToken != ""}
+	if c.session != nil {
+		exp := c.session.expires.UTC()
+		out.ExpiresAt = &exp
+		out.CSRFToken = s.csrfToken(c.session)
+	}
+	return out
+}
+
+// signIn exchanges the operator or viewer token for a session cookie:
+// HttpOnly (page scripts cannot read it), SameSite=Strict (no other site
+// sends it) and Secure when served over TLS. 401 for any other token, 403
+// for the agent token.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	var req protocol.SessionRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	rl := s.tokenRole(req.Token)
+	switch rl {
+	case roleNone:
+		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "token: not the operator or viewer token")
+		return
+	case roleAgent:
+		writeError(w, http.StatusForbidden, protocol.CodeForbidden, "token: the agent token cannot sign in to the console")
+		return
+	}
+	now, err := s.cfg.Store.Now(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	sess, err := s.newSession(rl, now.Add(SessionTTL))
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: protocol.SessionCookie, Value: sess.value, Path: "/", MaxAge: int(SessionTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	s.log.Info("console sign-in", "role", rl, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, s.sessionReply(caller{role: rl, session: sess}))
+}
+
+// getSession tells the console who it is signed in as and its CSRF token.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.sessionReply(callerOf(r.Context())))
+}
+
+// signOut clears the session cookie. Sessions are stateless, so this
+// changes nothing on the server and needs no CSRF token.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{
+		Name: protocol.SessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,225 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
+)
+
+// cookieCall sends a request with a session cookie (nil: none) and an
+// optional CSRF header, and returns the status and error code.
+func (h *harness) cookieCall(method, path string, cookie *http.Cookie, csrf string, body any) (int, string) {
+	h.t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(h.t, err)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, rd)
+	require.NoError(h.t, err)
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	if csrf != "" {
+		req.Header.Set(protocol.HeaderCSRF, csrf)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	var eb protocol.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	return resp.StatusCode, eb.Error.Code
+}
+
+// signIn posts token to /v1/session and returns the cookie and session.
+func (h *harness) signIn(token string) (*http.Cookie, protocol.Session) {
+	h.t.Helper()
+	b, _ := json.Marshal(protocol.SessionRequest{Token: token})
+	resp, err := http.Post(h.srv.URL+"/v1/session", "application/json", bytes.NewReader(b))
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	require.Equal(h.t, 200, resp.StatusCode)
+	var sess protocol.Session
+	require.NoError(h.t, json.NewDecoder(resp.Body).Decode(&sess))
+	for _, c := range resp.Cookies() {
+		if c.Name == protocol.SessionCookie {
+			return c, sess
+		}
+	}
+	h.t.Fatal("sign-in set no session cookie")
+	return nil, sess
+}
+
+// The viewer token reads everything and changes nothing, by bearer token
+// and by console session alike: the API refuses, not only the console.
+func TestViewerReadsButCannotChange(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noScheduler: true})
+	h.applyDAG(wideDAG("view", 1, ""))
+	runID := h.trigger("view")
+	for _, path := range []string{"/v1/runs", fmt.Sprintf("/v1/runs/%d", runID), fmt.Sprintf("/v1/runs/%d/events", runID),
+		"/v1/dags", "/v1/dags/view", "/v1/agents", "/v1/thresholds", "/v1/reap", "/v1/at-risk", "/v1/session"} {
+		code, e := h.call("GET", path, viewerToken, nil, nil)
+		assert.Equal(t, 200, code, "viewer GET %s: %s", path, e.Message)
+	}
+	cookie, sess := h.signIn(viewerToken)
+	assert.Equal(t, protocol.RoleViewer, sess.Role)
+	writes := []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", fmt.Sprintf("/v1/runs/%d/cancel", runID), nil},
+		{"POST", "/v1/dags/view/runs", nil},
+		{"POST", "/v1/dags/view/pause", nil},
+		{"PUT", "/v1/thresholds", map[string]string{"orphan": "10m"}},
+		{"DELETE", "/v1/thresholds", nil},
+		{"POST", "/v1/reap", nil},
+		{"POST", "/v1/dags", protocol.ApplyDAGRequest{YAML: wideDAG("sneaky", 1, "")}},
+	}
+	for _, w := range writes {
+		code, e := h.call(w.method, w.path, viewerToken, w.body, nil)
+		assert.Equal(t, 403, code, "viewer token %s %s", w.method, w.path)
+		assert.Contains(t, e.Message, "viewer role is read-only", "%s %s", w.method, w.path)
+		// With the session and its own CSRF token: still the viewer.
+		code, ecode := h.cookieCall(w.method, w.path, cookie, sess.CSRFToken, w.body)
+		assert.Equal(t, 403, code, "viewer session %s %s", w.method, w.path)
+		assert.Equal(t, protocol.CodeForbidden, ecode)
+	}
+	run := h.run(runID)
+	assert.Equal(t, state.RunQueued, run.State, "the run was not cancelled")
+	_, _, err := h.store.GetDAG(context.Background(), "sneaky")
+	assert.Error(t, err, "no DAG was applied")
+	assert.Len(t, h.runsOf("view"), 1, "no run was triggered")
+}
+
+func (h *harness) runsOf(dagID string) []protocol.Run {
+	h.t.Helper()
+	var list protocol.RunList
+	code, e := h.call("GET", "/v1/runs?dag_id="+dagID, opToken, nil, &list)
+	require.Equal(h.t, 200, code, e.Message)
+	return list.Runs
+}
+
+// A console session: the cookie is HttpOnly and SameSite=Strict; reads
+// need only the cookie; a write needs the session's own CSRF token; a
+// tampered cookie or another session's token is refused; bearer clients
+// need no CSRF token.
+func TestSessionCookieAndCSRF(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noScheduler: true})
+	h.applyDAG(wideDAG("sess", 1, ""))
+	cookie, sess := h.signIn(opToken)
+	assert.True(t, cookie.HttpOnly, "HttpOnly")
+	assert.Equal(t, http.SameSiteStrictMode, cookie.SameSite, "SameSite=Strict")
+	assert.Equal(t, "/", cookie.Path)
+	assert.Equal(t, protocol.RoleOperator, sess.Role)
+	require.NotEmpty(t, sess.CSRFToken)
+	require.NotNil(t, sess.ExpiresAt)
+	assert.True(t, sess.ViewerConfigured)
+
+	code, _ := h.cookieCall("GET", "/v1/runs", cookie, "", nil)
+	assert.Equal(t, 200, code, "a read needs no CSRF token")
+
+	runID := h.trigger("sess")
+	cancel := fmt.Sprintf("/v1/runs/%d/cancel", runID)
+	code, ecode := h.cookieCall("POST", cancel, cookie, "", nil)
+	assert.Equal(t, 403, code, "a write by cookie without the CSRF token")
+	assert.Equal(t, protocol.CodeCSRF, ecode)
+	_, other := h.signIn(opToken)
+	code, ecode = h.cookieCall("POST", cancel, cookie, other.CSRFToken, nil)
+	assert.Equal(t, 403, code, "another session's CSRF token")
+	assert.Equal(t, protocol.CodeCSRF, ecode)
+	assert.Equal(t, state.RunQueued, h.run(runID).State, "nothing changed")
+
+	tampered := *cookie
+	tampered.Value = strings.Replace(cookie.Value, "v1.operator.", "v1.viewer.", 1)
+	code, ecode = h.cookieCall("GET", "/v1/runs", &tampered, "", nil)
+	assert.Equal(t, 401, code, "a cookie whose role was changed")
+	assert.Equal(t, protocol.CodeUnauthorized, ecode)
+
+	code, _ = h.cookieCall("POST", cancel, cookie, sess.CSRFToken, nil)
+	assert.Equal(t, 200, code, "a write with the session's CSRF token")
+	assert.Equal(t, state.RunCancelled, h.run(runID).State)
+
+	// Bearer clients are unaffected: no cookie, no CSRF token.
+	run2 := h.trigger("sess")
+	code, e := h.call("POST", fmt.Sprintf("/v1/runs/%d/cancel", run2), opToken, nil, nil)
+	assert.Equal(t, 200, code, e.Message)
+	// An agent's bearer token cannot sign in.
+	b, _ := json.Marshal(protocol.SessionRequest{Token: agentToken})
+	resp, err := http.Post(h.srv.URL+"/v1/session", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 403, resp.StatusCode)
+}
+
+// GET /v1/at-risk lists, before any reaper acts, a running TI whose
+// heartbeat is overdue (with the time left before agent_lost), a queued
+// TI no active agent can take (with the missing tag), and a run nearing
+// its timeout; and the decision it names is the one agent-lost takes.
+func TestAtRiskListsWorkBeforeItIsReaped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.applyDAG(wideDAG("risky", 1, ""))
+	h.applyDAG("dag_id: gpu\ntimeout: 10m\ntasks:\n  - id: train\n    command: [\"true\"]\n    tags: [gpu]\n")
+	agentID := h.register("host-3", nil, 1)
+	runID := h.trigger("risky")
+	var tasks []protocol.ClaimedTask
+	require.Eventually(t, func() bool { tasks = h.claim(agentID, 1, time.Second); return len(tasks) == 1 }, 10*time.Second, 10*time.Millisecond)
+	code, e := h.call("POST", fmt.Sprintf("/v1/agents/%d/heartbeat", agentID), agentToken,
+		protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}}, nil)
+	require.Equal(t, 200, code, e.Message)
+	gpuRun := h.trigger("gpu")
+	h.waitTI(gpuRun, "train", state.TIQueued, 10*time.Second)
+
+	var fresh protocol.AtRisk
+	code, e = h.call("GET", "/v1/at-risk", viewerToken, nil, &fresh)
+	require.Equal(t, 200, code, e.Message)
+	assert.Empty(t, fresh.Running, "a heartbeat just now is not at risk")
+
+	// Age the heartbeat by 40 s: overdue by more than one interval (the
+	// scheduler's default 15 s), well within the 90 s agent-lost threshold.
+	db, err := pgx.Connect(context.Background(), h.dbURL)
+	require.NoError(t, err)
+	defer db.Close(context.Background())
+	_, err = db.Exec(context.Background(), `UPDATE task_instances SET last_heartbeat_at = now() - interval '40 seconds' WHERE run_id = $1`, runID)
+	require.NoError(t, err)
+	_, err = db.Exec(context.Background(), `UPDATE agents SET oldest_heartbeat_at = now() - interval '40 seconds' WHERE id = $1`, agentID)
+	require.NoError(t, err)
+
+	var risk protocol.AtRisk
+	code, e = h.call("GET", "/v1/at-risk", viewerToken, nil, &risk)
+	require.Equal(t, 200, code, e.Message)
+	require.Len(t, risk.Running, 1, "%+v", risk)
+	r := risk.Running[0]
+	assert.Equal(t, runID, r.RunID)
+	assert.Equal(t, metrics.DecisionAgentLost, r.Decision)
+	assert.InDelta(t, (90*time.Second - 40*time.Second).Seconds(), r.TimeLeft.D().Seconds(), 3, "time left before agent_lost")
+	assert.Contains(t, r.Outcome, "silent for 40s")
+	require.Len(t, risk.Queued, 1, "%+v", risk)
+	assert.Equal(t, []string{"gpu"}, risk.Queued[0].MissingTags)
+	assert.Equal(t, gpuRun, risk.Queued[0].RunID)
+	require.Len(t, risk.Runs, 1, "the gpu run's 10m timeout is within the 15m horizon")
+	assert.Equal(t, gpuRun, risk.Runs[0].RunID)
+	assert.InDelta(t, (10 * time.Minute).Seconds(), risk.Runs[0].TimeLeft.D().Seconds(), 15)
+
+	// Nothing was reaped by looking.
+	assert.Equal(t, state.TIRunning, h.ti(runID, "t000").State)
+	assert.Equal(t, state.TIQueued, h.ti(gpuRun, "train").State)
+}
