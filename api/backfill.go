@@ -38,6 +38,7 @@ func (s *Server) backfill(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	s.cfg.Metrics.ScheduleRunsCreated.WithLabelValues(store.RunBackfill).Add(float64(res.Created))
 	s.log.Info("dag backfilled", "dag_id", res.DAGID, "from", from, "to", to, "slots", res.Slots,
 		"created", res.Created, "existing", res.Existing)
 	ids := res.RunIDs

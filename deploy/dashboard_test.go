@@ -195,12 +195,13 @@ func TestDashboardQueriesNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	// The panels the operations story relies on (issue 13).
+	// The panels the operations story relies on.
 	for _, want := range []string{
 		"vigil_scheduler_decisions_total", "vigil_leader", "vigil_leader_epoch",
 		"vigil_scheduler_tick_duration_seconds_bucket", "vigil_reaper_duration_seconds_bucket",
 		"vigil_http_requests_total", "vigil_http_request_duration_seconds_bucket",
 		"vigil_heartbeats_received_total", "vigil_task_instances",
+		"vigil_schedule_lag_seconds_bucket", "vigil_schedule_runs_created_total",
 	} {
 		if !used[want] {
 			t.Errorf("no panel queries %s", want)

@@ -110,7 +110,32 @@ type Metrics struct {
 	// history; it saturates at TaskInstancesCap. A follower keeps the
 	// value of its last term: read it where vigil_leader is 1.
 	TaskInstances *prometheus.GaugeVec
+
+	// ScheduleRunsCreated counts runs created for schedule slots, by
+	// run_type: "scheduled" (the leader's schedules service) and
+	// "backfill" (a backfill request, on the replica that served it). No
+	// dag_id label: the series would grow with the number of DAGs; a
+	// DAG's runs and their slot_created / backfill_created events are in
+	// the database (docs/schedules.md, "Observability").
+	ScheduleRunsCreated *prometheus.CounterVec
+	// ScheduleLag observes, for every scheduled run created, the seconds
+	// from the slot's due time (the end of its data interval) to the
+	// schedules pass that created it, both on the database clock.
+	ScheduleLag prometheus.Histogram
 }
+
+// ScheduleLagBuckets are the buckets of vigil_schedule_lag_seconds, in
+// seconds. 60 is one of them: the VigilScheduleLagging alert
+// (deploy/prometheus/alerts.yml) counts creations above it.
+func ScheduleLagBuckets() []float64 {
+	return []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+}
+
+// ScheduleRunTypes are the run_type labels of
+// vigil_schedule_runs_created_total. They mirror store.RunScheduled and
+// store.RunBackfill, which this package cannot import; a scheduler test
+// checks that they agree.
+func ScheduleRunTypes() []string { return []string{"scheduled", "backfill"} }
 
 // TaskInstancesCap is where vigil_task_instances saturates: one count
 // reads at most this many live task instances.
@@ -171,6 +196,14 @@ func New() *Metrics {
 			Name: "vigil_task_instances",
 			Help: "Task instances queued or running (by state), counted by the leader from the live-TI index; saturates at 100000.",
 		}, []string{"state"}),
+		ScheduleRunsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_schedule_runs_created_total", Help: "Runs created for schedule slots, by run_type (scheduled or backfill).",
+		}, []string{"run_type"}),
+		ScheduleLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "vigil_schedule_lag_seconds",
+			Help:    "Delay from a slot's due time (its data interval's end) to the creation of its scheduled run, database clock.",
+			Buckets: ScheduleLagBuckets(),
+		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_http_requests_total", Help: "API requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -185,6 +218,7 @@ func New() *Metrics {
 		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
 		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake, m.TaskInstances,
+		m.ScheduleRunsCreated, m.ScheduleLag,
 	)
 	// From zero: every decision and every reaper's duration exists before
 	// anything happens, so rate() has a first sample to start from.
@@ -196,6 +230,9 @@ func New() *Metrics {
 	}
 	for _, st := range TaskInstanceStates() {
 		m.TaskInstances.WithLabelValues(st)
+	}
+	for _, rt := range ScheduleRunTypes() {
+		m.ScheduleRunsCreated.WithLabelValues(rt)
 	}
 	return m
 }

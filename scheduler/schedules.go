@@ -46,12 +46,26 @@ func (s *Scheduler) Schedules(ctx context.Context, epoch int64) (int, error) {
 			return created, err
 		}
 		created += res.Created
-		if res.Created > 0 || res.Existing > 0 {
-			s.log.Info("schedules: slots created", "dag_id", plan.DAGID, "created", res.Created, "existing", res.Existing,
-				"skipped", plan.Skipped, "held", plan.Held, "next_slot", plan.Next, "epoch", epoch)
-		}
+		s.observeSlots(plan, res, now, epoch)
 	}
 	return created, nil
+}
+
+// observeSlots counts what one CreateSlots did in the schedule metrics
+// and logs it. Each created run's lag is now (the pass's database-clock
+// reading) minus its slot's due time, so it reads low by at most the
+// pass's own duration. Skipped slots whose walk created no run carry no
+// slots_skipped event (an event needs a run), so the log line is their
+// only record.
+func (s *Scheduler) observeSlots(plan store.SlotPlan, res store.SlotResult, now time.Time, epoch int64) {
+	s.cfg.Metrics.ScheduleRunsCreated.WithLabelValues(store.RunScheduled).Add(float64(res.Created))
+	for _, sl := range res.CreatedSlots {
+		s.cfg.Metrics.ScheduleLag.Observe(max(now.Sub(sl.IntervalEnd).Seconds(), 0))
+	}
+	if res.Created > 0 || res.Existing > 0 || plan.Skipped > 0 {
+		s.log.Info("schedules: slots created", "dag_id", plan.DAGID, "created", res.Created, "existing", res.Existing,
+			"skipped", plan.Skipped, "held", plan.Held, "next_slot", plan.Next, "stale", res.Stale, "epoch", epoch)
+	}
 }
 
 // planSlots works out, from d as read and the time now, which slots are

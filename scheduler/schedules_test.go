@@ -186,9 +186,9 @@ func TestSchedulesManualRunAtSlotDoesNotSuppressIt(t *testing.T) {
 	// scheduled-slot index.
 	_, err = e.db.Exec(e.ctx, `UPDATE runs SET logical_date = $2 WHERE id = $1`, manual.ID, utc("2026-01-01T00:00:00Z"))
 	require.NoError(t, err)
-	_, err = e.db.Exec(e.ctx, `INSERT INTO runs (dag_id, max_active_tasks, run_type, logical_date) VALUES ('m', 1, 'backfill', $1)`,
-		utc("2026-01-01T00:00:00Z"))
+	bf, err := e.st.Backfill(e.ctx, "m", utc("2026-01-01T00:00:00Z"), utc("2026-01-01T00:00:00Z"))
 	require.NoError(t, err)
+	require.Equal(t, 1, bf.Created)
 
 	assert.Equal(t, 1, e.pass(t))
 	got := e.slots(t, "m")

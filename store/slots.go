@@ -88,8 +88,10 @@ type SlotResult struct {
 	// Stale is set when the DAG's next_slot was no longer Expect, or it
 	// was paused or deleted since it was read: nothing was written.
 	Stale bool
-	// RunIDs are the created runs, oldest slot first.
-	RunIDs []int64
+	// RunIDs are the created runs, oldest slot first, and CreatedSlots
+	// their slots.
+	RunIDs       []int64
+	CreatedSlots []Slot
 }
 
 // CreateSlots carries out plan under epoch in one fenced transaction: it
@@ -134,6 +136,7 @@ func (s *Store) CreateSlots(ctx context.Context, epoch int64, plan SlotPlan) (Sl
 			}
 			res.Created++
 			res.RunIDs = append(res.RunIDs, run.ID)
+			res.CreatedSlots = append(res.CreatedSlots, sl)
 			batch := &pgx.Batch{}
 			batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'slot_created', $2)`, run.ID,
 				"scheduled run for "+slotText(sl))
