@@ -165,6 +165,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"HealthReport": api.HealthReport{}, "MassSilenceBrake": api.MassSilenceBrake{}, "LeaderStatus": leader.Status{},
 		"Session": protocol.Session{}, "AtRisk": protocol.AtRisk{}, "AtRiskRunning": protocol.AtRiskRunning{},
 		"AtRiskQueued": protocol.AtRiskQueued{}, "AtRiskRun": protocol.AtRiskRun{},
+		"ReaperSweep": protocol.ReaperSweep{}, "Replica": protocol.Replica{}, "Cluster": protocol.Cluster{},
 	}
 	requests := map[string]any{
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/cluster"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/scheduler"
 )
@@ -131,4 +132,26 @@ func (s *Server) atRisk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// cluster shows the leader, its epoch and every replica seen, each with
+// its reapers' last sweeps, decision counters, grace and brake: read from
+// the database (cluster.Read), so every replica answers the same.
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	self := ""
+	if s.cfg.LeaderStatus != nil {
+		self = s.cfg.LeaderStatus().Self
+	}
+	out, err := cluster.Read(r.Context(), s.cfg.Store, self)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if err := s.cfg.Control.RefreshThresholds(r.Context()); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	out.Thresholds = toProtocol(s.cfg.Control.Thresholds())
+	out.HeartbeatInterval = protocol.Duration(s.cfg.HeartbeatInterval)
+	writeJSON(w, http.StatusOK, out)
 }

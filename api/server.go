@@ -196,6 +196,7 @@ var routeTable = []route{
 	{"GET /v1/reap", AccessRead, (*Server).reapDryRun},
 	{"POST /v1/reap", AccessOperator, (*Server).reapNow},
 	{"GET /v1/at-risk", AccessRead, (*Server).atRisk},
+	{"GET /v1/cluster", AccessRead, (*Server).cluster},
 
 	{"POST /v1/session", AccessOpen, (*Server).signIn},
 	{"GET /v1/session", AccessRead, (*Server).getSession},

@@ -6,6 +6,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Decision labels of vigil_scheduler_decisions_total (docs/design.md §6, §7).
@@ -239,3 +240,27 @@ func New() *Metrics {
 
 // Decide increments vigil_scheduler_decisions_total{decision}.
 func (m *Metrics) Decide(decision string) { m.Decisions.WithLabelValues(decision).Inc() }
+
+// DecisionCounts reads vigil_scheduler_decisions_total back as a map of
+// decision label to count since this process started (the console's
+// Cluster page; every label is present from zero).
+func (m *Metrics) DecisionCounts() map[string]int64 {
+	out := make(map[string]int64, len(DecisionLabels()))
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		m.Decisions.Collect(ch)
+		close(ch)
+	}()
+	for metric := range ch {
+		var pb dto.Metric
+		if err := metric.Write(&pb); err != nil || pb.Counter == nil {
+			continue
+		}
+		for _, l := range pb.Label {
+			if l.GetName() == "decision" {
+				out[l.GetValue()] = int64(pb.Counter.GetValue())
+			}
+		}
+	}
+	return out
+}

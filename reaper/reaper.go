@@ -87,9 +87,10 @@ type Reapers struct {
 	log *slog.Logger
 	ms  MassSilence
 
-	brakeMu sync.Mutex
-	brake   Brake               // the mass-silence brake's last verdict, for health
-	forced  map[string]honoured // per reaper: the follower-forced sweep request it last honoured
+	brakeMu sync.Mutex                      // guards brake, forced and sweeps
+	brake   Brake                           // the mass-silence brake's last verdict, for health
+	forced  map[string]honoured             // per reaper: the follower-forced sweep request it last honoured
+	sweeps  map[string]protocol.ReaperSweep // per reaper: its last pass that wrote (not a dry run)
 }
 
 // New validates cfg.
@@ -200,14 +201,48 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 	}
 	for _, name := range names {
 		start := time.Now()
-		if err := r.pages(ctx, name, now, term, th, dry, &rep); err != nil {
-			return rep, err
-		}
+		before := len(rep.Candidates)
+		errsBefore := len(rep.Errors)
+		err := r.pages(ctx, name, now, term, th, dry, &rep)
 		if !dry {
 			r.cfg.Metrics.ReaperDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			r.recordSweep(name, now, time.Since(start), rep.Candidates[before:], len(rep.Errors)-errsBefore)
+		}
+		if err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// recordSweep keeps name's last pass for LastSweeps.
+func (r *Reapers) recordSweep(name string, at time.Time, took time.Duration, cands []protocol.ReapCandidate, errs int) {
+	sw := protocol.ReaperSweep{Reaper: name, At: at, Duration: protocol.Duration(took), Candidates: len(cands), Errors: errs}
+	for _, c := range cands {
+		if c.Applied {
+			sw.Applied++
+		}
+	}
+	r.brakeMu.Lock()
+	defer r.brakeMu.Unlock()
+	if r.sweeps == nil {
+		r.sweeps = map[string]protocol.ReaperSweep{}
+	}
+	r.sweeps[name] = sw
+}
+
+// LastSweeps returns each reaper's last pass on this replica, in Names
+// order; a reaper that has not swept here yet is left out.
+func (r *Reapers) LastSweeps() []protocol.ReaperSweep {
+	r.brakeMu.Lock()
+	defer r.brakeMu.Unlock()
+	out := []protocol.ReaperSweep{}
+	for _, name := range Names() {
+		if sw, ok := r.sweeps[name]; ok {
+			out = append(out, sw)
+		}
+	}
+	return out
 }
 
 // pages runs one reaper at one horizon (now), page after page: while a

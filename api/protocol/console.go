@@ -102,3 +102,61 @@ type AtRiskRun struct {
 	Deadline time.Time `json:"deadline"`
 	TimeLeft Duration  `json:"time_left"`
 }
+
+// ReaperSweep is one reaper's last scheduled or forced pass on a leader:
+// when it began (database clock), how long it took, what it listed and
+// how many writes landed.
+type ReaperSweep struct {
+	Reaper     string    `json:"reaper"`
+	At         time.Time `json:"at"`
+	Duration   Duration  `json:"duration"`
+	Candidates int       `json:"candidates"`
+	Applied    int       `json:"applied"`
+	Errors     int       `json:"errors"`
+}
+
+// ReplicaReport is what a replica publishes about itself every few
+// seconds (store.ReplicaStatus.Report). Reapers, the grace and the brake
+// are set while it leads.
+type ReplicaReport struct {
+	Reapers []ReaperSweep `json:"reapers"`
+	// Decisions counts vigil_scheduler_decisions_total by decision since
+	// this process started.
+	Decisions map[string]int64 `json:"decisions"`
+	// GraceStart is since when this leader counts heartbeat staleness;
+	// GraceEnds = GraceStart + the agent-lost threshold, before which the
+	// heartbeat-based reapers hold (docs/design.md §6).
+	GraceStart *time.Time `json:"grace_start,omitempty"`
+	GraceEnds  *time.Time `json:"grace_ends,omitempty"`
+	// BrakeEngaged and BrakeMessage are the mass-silence brake's verdict.
+	BrakeEngaged bool   `json:"brake_engaged"`
+	BrakeMessage string `json:"brake_message,omitempty"`
+}
+
+// Replica is one replica as GET /v1/cluster shows it: its last published
+// row, and SeenAgo, how long ago that was on the database clock.
+type Replica struct {
+	ReplicaID string    `json:"replica_id"`
+	Leading   bool      `json:"leading"`
+	Epoch     int64     `json:"epoch"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	SeenAt    time.Time `json:"seen_at"`
+	SeenAgo   Duration  `json:"seen_ago"`
+	ReplicaReport
+}
+
+// Cluster is GET /v1/cluster: the same on every replica, because it is
+// read from the database (docs/console.md, the Cluster page). Leader and
+// Epoch are the leader fence's holder and epoch; Self is the replica that
+// answered; Replicas are those seen within the last minute, the leader
+// first.
+type Cluster struct {
+	Now               time.Time  `json:"now"`
+	Leader            string     `json:"leader"`
+	Epoch             int64      `json:"epoch"`
+	Self              string     `json:"self"`
+	HeartbeatInterval Duration   `json:"heartbeat_interval"`
+	Thresholds        Thresholds `json:"thresholds"`
+	Replicas          []Replica  `json:"replicas"`
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vigil-sched/vigil/agent"
 	"github.com/vigil-sched/vigil/api"
+	"github.com/vigil-sched/vigil/cluster"
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
@@ -362,6 +363,10 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 	go func() {
 		electorDone <- el.Run(leadCtx, leader.Callbacks{OnStartedLeading: sched.Lead})
 	}()
+	// Every replica publishes its own row for GET /v1/cluster.
+	pub := &cluster.Publisher{Store: cfg.store, Status: el.Status, Report: sched.Report, Version: version, Logger: cfg.log}
+	publishDone := make(chan error, 1)
+	go func() { publishDone <- pub.Run(leadCtx) }()
 	shutdown := func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -376,6 +381,9 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		stopLeading()
 		if eerr := <-electorDone; eerr != nil {
 			err = errors.Join(err, eerr)
+		}
+		if perr := <-publishDone; perr != nil {
+			err = errors.Join(err, perr)
 		}
 		listener.Close()
 		return err

@@ -1,0 +1,72 @@
+package cluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/cluster"
+	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+// Two replicas publish; any reader sees both, the leader first, each with
+// the report it published; the fence names the leader and its epoch; a
+// replica silent for longer than SeenWithin is no longer listed.
+func TestReadShowsEveryReplicaFromTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	url := storetest.DB(t)
+	st, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	epoch, err := st.AcquireFenceIn(ctx, store.FenceDomainEtcd, 7, "replica-a")
+	require.NoError(t, err)
+
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	sweep := protocol.ReaperSweep{Reaper: "agent_lost", At: at, Duration: protocol.Duration(3 * time.Millisecond), Candidates: 2, Applied: 1}
+	publish := func(self string, leading bool, rep protocol.ReplicaReport) {
+		p := &cluster.Publisher{Store: st, Version: "v-test",
+			Status: func() leader.Status { return leader.Status{Self: self, Leading: leading, Epoch: epoch} },
+			Report: func() protocol.ReplicaReport { return rep }}
+		require.NoError(t, p.Publish(ctx, at))
+	}
+	publish("replica-b", false, protocol.ReplicaReport{Decisions: map[string]int64{"agent_lost": 0}})
+	publish("replica-a", true, protocol.ReplicaReport{Reapers: []protocol.ReaperSweep{sweep},
+		Decisions: map[string]int64{"agent_lost": 4}, GraceStart: &at, BrakeEngaged: true, BrakeMessage: "held"})
+
+	got, err := cluster.Read(ctx, st, "replica-b")
+	require.NoError(t, err)
+	assert.Equal(t, "replica-a", got.Leader)
+	assert.Equal(t, epoch, got.Epoch)
+	assert.Equal(t, "replica-b", got.Self)
+	require.Len(t, got.Replicas, 2)
+	a, b := got.Replicas[0], got.Replicas[1]
+	assert.Equal(t, "replica-a", a.ReplicaID, "the leader first")
+	assert.True(t, a.Leading)
+	assert.Equal(t, []protocol.ReaperSweep{sweep}, a.Reapers)
+	assert.Equal(t, int64(4), a.Decisions["agent_lost"])
+	assert.True(t, a.BrakeEngaged)
+	assert.Equal(t, "v-test", a.Version)
+	assert.Equal(t, "replica-b", b.ReplicaID)
+	assert.Empty(t, b.Reapers)
+	assert.Less(t, b.SeenAgo.D(), 10*time.Second)
+
+	// replica-b goes silent past SeenWithin: it drops out of the list.
+	db, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	_, err = db.Exec(ctx, `UPDATE replica_status SET seen_at = now() - interval '2 minutes' WHERE replica_id = 'replica-b'`)
+	require.NoError(t, err)
+	got, err = cluster.Read(ctx, st, "replica-a")
+	require.NoError(t, err)
+	require.Len(t, got.Replicas, 1)
+	assert.Equal(t, "replica-a", got.Replicas[0].ReplicaID)
+}
