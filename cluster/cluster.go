@@ -27,7 +27,7 @@ const SeenWithin = time.Minute
 // Report are required.
 type Publisher struct {
 	Store   *store.Store
-	Status  func() leader.Status         // leadership as this replica sees it
+	Status  func() leader.Status          // leadership as this replica sees it
 	Report  func() protocol.ReplicaReport // the scheduler's part (scheduler.Scheduler.Report)
 	Version string
 	Every   time.Duration // default DefaultEvery
