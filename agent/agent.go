@@ -62,8 +62,11 @@ type Agent struct {
 	attempts map[string]*attempt
 	events   *ring[pendingCompletion]
 	logs     *ring[protocol.LogLine]
-	startGen uint64        // counts process starts, see heartbeat
-	shipped  chan struct{} // closed and replaced after each shipped batch
+	startGen uint64 // counts process starts, see heartbeat
+	// completing counts attempts that ended and whose completion the
+	// server has not yet acknowledged: their slots are not free yet.
+	completing int
+	shipped    chan struct{} // closed and replaced after each shipped batch
 
 	wakeReconnect chan struct{}
 	wakeHeartbeat chan struct{}

@@ -66,7 +66,7 @@ func (a *Agent) launch(ctx context.Context, t protocol.ClaimedTask) {
 	a.attempts[t.AttemptID] = att
 	a.reserveMarkerLocked(att) // claimed during an outage: its marker is Seq 1
 	a.mu.Unlock()
-	att.log.Info("claimed", "execution_timeout", t.ExecutionTimeout.D())
+	att.log.Debug("claimed", "execution_timeout", t.ExecutionTimeout.D())
 	att.log.Debug("claimed command", "command", oneLine(t.Command, maxLoggedCommand))
 	a.tasks.Go(func() { a.runAttempt(ctx, att) })
 }
@@ -77,12 +77,25 @@ func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
 	a.mu.Lock()
 	delete(a.attempts, att.task.AttemptID)
 	logEnd := a.logs.End() // past the attempt's last line
+	if !res.suppress {
+		// The slot stays taken until the server has the completion
+		// (delivered, or buffered while the link is down): claimed
+		// earlier, the server would still count the TI as running and
+		// hand out nothing (docs/design.md §4 claim).
+		a.completing++
+	}
 	a.mu.Unlock()
-	signal(a.slotFreed)
 	if res.suppress {
+		signal(a.slotFreed)
 		att.log.Info("attempt ended without completion", "why", res.why, "duration", res.dur)
 		return
 	}
+	defer func() {
+		a.mu.Lock()
+		a.completing--
+		a.mu.Unlock()
+		signal(a.slotFreed)
+	}()
 	args := []any{"outcome", res.req.Outcome, "duration", res.dur}
 	if res.req.ExitCode != nil {
 		args = append(args, "exit_code", *res.req.ExitCode)
@@ -90,7 +103,11 @@ func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
 	if res.req.Error != "" {
 		args = append(args, "error", res.req.Error)
 	}
-	att.log.Info("finished", args...)
+	level := slog.LevelDebug // per-TI lines: the events table has them
+	if res.req.Outcome != protocol.OutcomeSuccess {
+		level = slog.LevelInfo
+	}
+	att.log.Log(ctx, level, "finished", args...)
 	a.awaitShipped(ctx, logEnd) // let the output land before the outcome
 	a.complete(ctx, pendingCompletion{req: res.req, pgid: res.pgid, log: att.log})
 }
@@ -133,7 +150,7 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	}
 	pgid := first.n
 	gen := a.markStarted(att, pgid)
-	att.log.Info("started", "pid", pgid, "supervisor_pid", cmd.Process.Pid)
+	att.log.Debug("started", "pid", pgid, "supervisor_pid", cmd.Process.Pid)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); a.heartbeat(ctx, gen) }()
 	waitErr := a.wait(att, cmd, pgid)

@@ -2,8 +2,10 @@ package api
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,8 +145,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// claim long-polls: it tries to claim, and while nothing is claimable waits
-// for a "queued" notification (or a 1 s poll) until the request's wait ends.
+// claim long-polls (docs/design.md §4 claim): it claims when a read-only
+// look (store.Claimable) finds work this agent can take and room for it,
+// and otherwise waits, writing nothing, for a queue notification whose tag
+// sets fit the agent's tags (or a 1 s poll) until the request's wait ends.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	var req protocol.ClaimRequest
 	agentID, ok := agentRequest(w, r, &req)
@@ -155,30 +159,53 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
+	var tags atomic.Pointer[[]string] // nil until the first look: wake on anything
 	var wake <-chan struct{}
 	if s.cfg.Listener != nil {
-		ch, unsub := s.cfg.Listener.Subscribe(store.ChanQueued)
+		ch, unsub := s.cfg.Listener.SubscribeFunc(store.ChanQueued, func(payload string) bool {
+			return queuedFits(payload, tags.Load())
+		})
 		defer unsub()
 		wake = ch
 	}
 	deadline := time.NewTimer(req.Wait.D())
 	defer deadline.Stop()
-	poll := time.NewTicker(time.Second)
+	poll := time.NewTicker(claimPoll)
 	defer poll.Stop()
+	raced := 0 // consecutive empty claims after a look that found work
 	for {
-		tasks, err := s.cfg.Store.Claim(r.Context(), agentID, req.Slots)
+		c, err := s.cfg.Store.Claimable(r.Context(), agentID)
 		if err != nil {
 			s.writeStoreError(w, r, err)
 			return
 		}
-		if len(tasks) > 0 || req.Slots == 0 {
-			for _, t := range tasks {
-				s.log.Info("task instance claimed", "agent_id", agentID, "ti_id", t.TIID, "run_id", t.RunID,
-					"task_id", t.TaskID, "try_number", t.TryNumber, "attempt_id", t.AttemptID)
-			}
-			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(toClaimedTasks(tasks))})
+		tags.Store(&c.Tags)
+		if req.Slots == 0 {
+			writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: []protocol.ClaimedTask{}})
 			return
 		}
+		if c.Queued && c.Room > 0 {
+			tasks, err := s.cfg.Store.Claim(r.Context(), agentID, req.Slots)
+			if err != nil {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			if len(tasks) > 0 {
+				for _, t := range tasks {
+					s.log.Debug("task instance claimed", "agent_id", agentID, "ti_id", t.TIID, "run_id", t.RunID,
+						"task_id", t.TaskID, "try_number", t.TryNumber, "attempt_id", t.AttemptID)
+				}
+				writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(toClaimedTasks(tasks))})
+				return
+			}
+			// Another claim took or held the work between the look and
+			// the claim; what it held but did not take is free once it
+			// committed, so look again at once, a few times.
+			if raced++; raced <= maxClaimRaces {
+				continue
+			}
+		}
+		raced = 0
 		select {
 		case <-r.Context().Done():
 			return
@@ -192,6 +219,31 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		case <-poll.C:
 		}
 	}
+}
+
+// Claim long-poll pacing: claimPoll is the safety-net look when no
+// notification comes (notifications are hints, store.Listener);
+// maxClaimRaces bounds the immediate retries after a claim lost its work
+// to a concurrent one.
+const (
+	claimPoll     = time.Second
+	maxClaimRaces = 3
+)
+
+// queuedFits reports whether a ChanQueued payload concerns an agent with
+// tags: one of its tag sets fits them (store.TagsFit). An unreadable or
+// empty payload, or tags not yet known (nil), always concern it.
+func queuedFits(payload string, tags *[]string) bool {
+	sets, ok := store.QueuedPayload(payload)
+	if !ok || tags == nil {
+		return true
+	}
+	for _, set := range sets {
+		if store.TagsFit(set, *tags) {
+			return true
+		}
+	}
+	return false
 }
 
 func nonNilTasks(t []protocol.ClaimedTask) []protocol.ClaimedTask {
@@ -264,7 +316,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	if req.ExitCode != nil { // the value, not the pointer (exit_code=0xc000…)
 		done = append(done, "exit_code", *req.ExitCode)
 	}
-	s.log.Info("task instance completed", append(done, "state", newState)...)
+	// Per-TI lines are debug-level (the events table has them); a
+	// failure stays visible at info.
+	level := slog.LevelDebug
+	if newState != state.TISuccess {
+		level = slog.LevelInfo
+	}
+	s.log.Log(r.Context(), level, "task instance completed", append(done, "state", newState)...)
 	writeJSON(w, http.StatusOK, protocol.CompleteResponse{State: string(newState)})
 }
 

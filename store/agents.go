@@ -265,95 +265,6 @@ func stopReason(ti state.TI, current, attempt string, reason state.Reason) StopR
 	}
 }
 
-// Claim hands agentID up to min(slots, capacity − running) queued TIs whose
-// required tags are a subset of the agent's (required_tags <@ tags), oldest
-// queued first, locked FOR UPDATE SKIP LOCKED so concurrent claims never
-// share a TI. Each moves to running with a fresh attempt_id and try_number+1;
-// claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat.
-// Errors: ErrNotFound when the agent is unknown or deregistered.
-func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedTask, error) {
-	rows, err := s.pool.Query(ctx, `
-		WITH ag AS (
-		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
-		         oldest_heartbeat_at = coalesce(oldest_heartbeat_at, now())
-		   WHERE id = $1 AND state <> 'deregistered' RETURNING id, tags, capacity),
-		lim AS (
-		  SELECT greatest(0, least($2::int, ag.capacity -
-		         (SELECT count(*) FROM task_instances WHERE agent_id = $1 AND state = 'running')))::int AS n,
-		         ag.tags
-		    FROM ag),
-		cand AS (
-		  SELECT ti.id FROM task_instances ti, lim
-		   WHERE ti.state = 'queued' AND ti.required_tags <@ lim.tags
-		   ORDER BY ti.queued_at, ti.id
-		   LIMIT (SELECT n FROM lim)
-		   FOR UPDATE OF ti SKIP LOCKED),
-		upd AS (
-		  UPDATE task_instances t
-		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
-		         agent_id = $1, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
-		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
-		    FROM cand WHERE t.id = cand.id
-		  RETURNING t.*),
-		ev AS (
-		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_claimed',
-		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
-		SELECT (SELECT count(*) FROM ag), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id, u.try_number,
-		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
-		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf
-		  FROM (SELECT 1) one LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`, agentID, slots)
-	if err != nil {
-		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
-	}
-	var tasks []ClaimedTask
-	agentOK := false
-	for rows.Next() {
-		var n int
-		var id *int64
-		var t ClaimedTask
-		var attempt, dagID, taskID *string
-		var runID *int64
-		var try *int
-		var env []byte
-		var execUS *int64
-		var runType *string
-		var conf []byte
-		if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
-			&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
-		}
-		agentOK = n > 0
-		if id == nil {
-			continue
-		}
-		t.TIID, t.AttemptID, t.RunID, t.DAGID, t.TaskID, t.TryNumber = *id, *attempt, *runID, *dagID, *taskID, *try
-		t.ExecutionTimeout = fromMicros(*execUS)
-		if runType != nil {
-			t.RunType = *runType
-		}
-		if t.Params, err = confParams(conf); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim for agent %d: run %d: conf: %w", agentID, t.RunID, err)
-		}
-		if len(env) > 0 {
-			if err := json.Unmarshal(env, &t.Env); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("claim for agent %d: env: %w", agentID, err)
-			}
-		}
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
-	}
-	if !agentOK {
-		return nil, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
-	}
-	return tasks, nil
-}
-
 // confParams renders a run's conf (runs.conf) as the strings its tasks
 // receive as VIGIL_PARAM_<KEY>: a string as is, a number as written, a
 // bool as true or false. nil for no conf.
@@ -375,14 +286,6 @@ func confParams(conf []byte) (map[string]string, error) {
 		out[k] = fmt.Sprint(v)
 	}
 	return out, nil
-}
-
-// HasQueued reports whether any TI is queued; the claim long-poll uses it
-// to avoid a claim round trip when there is nothing to take.
-func (s *Store) HasQueued(ctx context.Context) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM task_instances WHERE state = 'queued')`).Scan(&ok)
-	return ok, err
 }
 
 // errNoRows reports pgx.ErrNoRows.

@@ -20,7 +20,7 @@ type Listener struct {
 	url    string
 	log    *slog.Logger
 	mu     sync.Mutex
-	subs   map[string]map[chan struct{}]struct{}
+	subs   map[string]map[chan struct{}]func(payload string) bool
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -32,7 +32,7 @@ func (s *Store) Listen(ctx context.Context, log *slog.Logger, channels ...string
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	l := &Listener{url: s.url, log: log, subs: map[string]map[chan struct{}]struct{}{}, cancel: cancel, done: make(chan struct{})}
+	l := &Listener{url: s.url, log: log, subs: map[string]map[chan struct{}]func(string) bool{}, cancel: cancel, done: make(chan struct{})}
 	go l.run(ctx, channels)
 	return l
 }
@@ -41,12 +41,20 @@ func (s *Store) Listen(ctx context.Context, log *slog.Logger, channels ...string
 // 1, never blocks the listener) after each notification on channel, and a
 // function that unsubscribes.
 func (l *Listener) Subscribe(channel string) (<-chan struct{}, func()) {
+	return l.SubscribeFunc(channel, nil)
+}
+
+// SubscribeFunc is Subscribe woken only by the notifications whose
+// payload match accepts (nil accepts all). The wake-up after a reconnect
+// reaches every subscriber whatever its match: notifications may have
+// been lost meanwhile.
+func (l *Listener) SubscribeFunc(channel string, match func(payload string) bool) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	if l.subs[channel] == nil {
-		l.subs[channel] = map[chan struct{}]struct{}{}
+		l.subs[channel] = map[chan struct{}]func(string) bool{}
 	}
-	l.subs[channel][ch] = struct{}{}
+	l.subs[channel][ch] = match
 	l.mu.Unlock()
 	return ch, func() {
 		l.mu.Lock()
@@ -61,14 +69,19 @@ func (l *Listener) Close() {
 	<-l.done
 }
 
-func (l *Listener) wake(channel string) {
+// wake signals the subscribers of channel whose match accepts payload;
+// channel "" signals every subscriber of every channel.
+func (l *Listener) wake(channel, payload string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for name, set := range l.subs {
 		if channel != "" && name != channel {
 			continue
 		}
-		for ch := range set {
+		for ch, match := range set {
+			if channel != "" && match != nil && !match(payload) {
+				continue
+			}
 			select {
 			case ch <- struct{}{}:
 			default:
@@ -108,12 +121,12 @@ func (l *Listener) listenOnce(ctx context.Context, channels []string) error {
 			return err
 		}
 	}
-	l.wake("") // anything sent while we were down is lost: let everyone poll once
+	l.wake("", "") // anything sent while we were down is lost: let everyone poll once
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		l.wake(n.Channel)
+		l.wake(n.Channel, n.Payload)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -285,8 +286,9 @@ func scheduleReadyTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 // queueScheduledTx moves scheduled TIs to queued in declaration order
 // while each run stays within the max_active_tasks it snapshotted at
 // trigger time (queued + running TIs of that run; see
-// docs/scheduler-resilience.md), stamps queued_at and wakes claim
-// long-polls (step 3).
+// docs/scheduler-resilience.md), stamps queued_at and, in the same
+// statement, wakes the claim long-polls that can take the new work: the
+// ChanQueued payload is QueuedPayload (step 3).
 func queueScheduledTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 	var n int
 	err := tx.QueryRow(ctx, `
@@ -302,13 +304,30 @@ func queueScheduledTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) 
 		   WHERE c.rn <= r.max_active_tasks - coalesce(a.n, 0)),
 		q AS (
 		  UPDATE task_instances t SET state = 'queued', queued_at = now(), updated_at = now()
-		    FROM pick WHERE t.id = pick.id AND t.state = 'scheduled' RETURNING t.id)
-		SELECT count(*) FROM q`, ids).Scan(&n)
-	if err != nil || n == 0 {
-		return n, err
-	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChanQueued, fmt.Sprint(n))
+		    FROM pick WHERE t.id = pick.id AND t.state = 'scheduled' RETURNING t.id, t.required_tags),
+		agg AS (
+		  SELECT count(*) AS n, coalesce(jsonb_agg(DISTINCT to_jsonb(required_tags))::text, '[]') AS sets FROM q)
+		SELECT n, CASE WHEN n > 0 THEN
+		          pg_notify('`+ChanQueued+`', CASE WHEN length(sets) <= $2 THEN sets ELSE '' END)::text END
+		  FROM agg`, ids, maxQueuedPayload).Scan(&n, new(*string))
 	return n, err
+}
+
+// maxQueuedPayload bounds a ChanQueued payload, in bytes, below
+// PostgreSQL's 8000-byte NOTIFY limit; a longer list is sent as "" (wake
+// every long-poll).
+const maxQueuedPayload = 7900
+
+// QueuedPayload decodes a ChanQueued notification: the distinct
+// required_tags arrays of the TIs just queued, a JSON array of string
+// arrays. ok is false for "" (too many to list, or the listener's
+// reconnect wake-up) or an unreadable payload: every long-poll must then
+// look.
+func QueuedPayload(payload string) (sets [][]string, ok bool) {
+	if payload == "" || json.Unmarshal([]byte(payload), &sets) != nil {
+		return nil, false
+	}
+	return sets, true
 }
 
 // finalizeRunsTx ends the given running runs whose TIs are all terminal:

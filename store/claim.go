@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// queuedTagSetsSQL enumerates the distinct required_tags arrays of the
+// queued TIs with one probe of ti_queued_tags_idx each (a loose index
+// scan), so a claim costs one index seek per distinct array plus the
+// rows it takes, however deep the queue of work it cannot take
+// (docs/design.md §4 claim; adr/0018). It is the head of a WITH RECURSIVE
+// list and defines sets(tags); its last row is NULL.
+const queuedTagSetsSQL = `
+	sets(tags) AS (
+	  (SELECT required_tags FROM task_instances WHERE state = 'queued' ORDER BY required_tags LIMIT 1)
+	  UNION ALL
+	  SELECT (SELECT t.required_tags FROM task_instances t
+	           WHERE t.state = 'queued' AND t.required_tags > s.tags ORDER BY t.required_tags LIMIT 1)
+	    FROM sets s WHERE s.tags IS NOT NULL)`
+
+// Claimability is what a claim long-poll reads before it claims: the
+// agent's tags, its free capacity, and whether a queued TI it could take
+// exists. Reading it writes nothing.
+type Claimability struct {
+	Tags []string
+	// Room is capacity minus the agent's running TIs; ≤ 0 means full.
+	Room int
+	// Queued is true when some queued TI's required_tags are a subset of
+	// Tags.
+	Queued bool
+}
+
+// Claimable reads agentID's Claimability in one read-only statement, so
+// that an idle claim long-poll costs no write (docs/design.md §4 claim).
+// Errors: ErrNotFound when the agent is unknown or deregistered.
+func (s *Store) Claimable(ctx context.Context, agentID int64) (Claimability, error) {
+	var c Claimability
+	err := s.pool.QueryRow(ctx, `
+		WITH RECURSIVE `+queuedTagSetsSQL+`
+		SELECT a.tags,
+		       a.capacity - (SELECT count(*) FROM task_instances WHERE agent_id = a.id AND state = 'running'),
+		       EXISTS (SELECT 1 FROM sets s WHERE s.tags <@ a.tags)
+		  FROM agents a WHERE a.id = $1 AND a.state <> 'deregistered'`, agentID).Scan(&c.Tags, &c.Room, &c.Queued)
+	if errNoRows(err) {
+		return c, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("claimable for agent %d: %w", agentID, err)
+	}
+	return c, nil
+}
+
+// TagsFit reports whether a TI requiring required may run on an agent
+// with tags (required ⊆ tags), the rule of the claim (required_tags <@
+// tags) in Go: the claim long-poll uses it to decide which waiting
+// agents a queue notification concerns.
+func TagsFit(required, tags []string) bool {
+	for _, r := range required {
+		if !slices.Contains(tags, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Claim hands agentID up to min(slots, capacity − running) queued TIs whose
+// required tags are a subset of the agent's (required_tags <@ tags), oldest
+// queued first, locked FOR UPDATE SKIP LOCKED so concurrent claims never
+// share a TI. Each moves to running with a fresh attempt_id and try_number+1;
+// claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat.
+//
+// The candidates are found by tag set (queuedTagSetsSQL): for each
+// distinct required_tags array the agent can take, its oldest entries are
+// locked, then the oldest of those are taken. Entries locked but not
+// taken are released at commit. Errors: ErrNotFound when the agent is
+// unknown or deregistered.
+func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedTask, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH RECURSIVE `+queuedTagSetsSQL+`,
+		ag AS (
+		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
+		         oldest_heartbeat_at = coalesce(oldest_heartbeat_at, now())
+		   WHERE id = $1 AND state <> 'deregistered' RETURNING id, tags, capacity),
+		lim AS (
+		  SELECT greatest(0, least($2::int, ag.capacity -
+		         (SELECT count(*) FROM task_instances WHERE agent_id = $1 AND state = 'running')))::int AS n,
+		         ag.tags
+		    FROM ag),
+		cand AS (
+		  SELECT c.id FROM lim, sets s
+		   CROSS JOIN LATERAL (
+		     SELECT t.id, t.queued_at FROM task_instances t
+		      WHERE t.state = 'queued' AND t.required_tags = s.tags
+		      ORDER BY t.queued_at, t.id
+		      LIMIT (SELECT n FROM lim)
+		      FOR UPDATE OF t SKIP LOCKED) c
+		   WHERE s.tags <@ lim.tags
+		   ORDER BY c.queued_at, c.id
+		   LIMIT (SELECT n FROM lim)),
+		upd AS (
+		  UPDATE task_instances t
+		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
+		         agent_id = $1, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
+		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
+		    FROM cand WHERE t.id = cand.id AND t.state = 'queued'
+		  RETURNING t.*),
+		ev AS (
+		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_claimed',
+		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
+		SELECT (SELECT count(*) FROM ag), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id, u.try_number,
+		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
+		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf
+		  FROM (SELECT 1) one LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`, agentID, slots)
+	if err != nil {
+		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+	}
+	defer rows.Close()
+	var tasks []ClaimedTask
+	agentOK := false
+	for rows.Next() {
+		t, n, err := scanClaimed(rows)
+		if err != nil {
+			return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+		}
+		agentOK = n > 0
+		if t != nil {
+			tasks = append(tasks, *t)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+	}
+	if !agentOK {
+		return nil, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+	}
+	return tasks, nil
+}
+
+// scanClaimed reads one row of Claim's result: the agent count, and the
+// claimed TI or nil (the row of an empty claim).
+func scanClaimed(rows interface{ Scan(...any) error }) (*ClaimedTask, int, error) {
+	var n int
+	var id *int64
+	var t ClaimedTask
+	var attempt, dagID, taskID *string
+	var runID *int64
+	var try *int
+	var env []byte
+	var execUS *int64
+	var runType *string
+	var conf []byte
+	if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
+		&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf); err != nil {
+		return nil, 0, err
+	}
+	if id == nil {
+		return nil, n, nil
+	}
+	t.TIID, t.AttemptID, t.RunID, t.DAGID, t.TaskID, t.TryNumber = *id, *attempt, *runID, *dagID, *taskID, *try
+	t.ExecutionTimeout = fromMicros(*execUS)
+	if runType != nil {
+		t.RunType = *runType
+	}
+	var err error
+	if t.Params, err = confParams(conf); err != nil {
+		return nil, n, fmt.Errorf("run %d: conf: %w", t.RunID, err)
+	}
+	if len(env) > 0 {
+		if err := json.Unmarshal(env, &t.Env); err != nil {
+			return nil, n, fmt.Errorf("env: %w", err)
+		}
+	}
+	return &t, n, nil
+}
