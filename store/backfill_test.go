@@ -134,3 +134,22 @@ func TestBackfillRejectsBadRanges(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.BackfillMaxSlots, res.Created)
 }
+
+// Backfill and scheduled runs take the DAG's param defaults as their conf.
+func TestSlotRunsTakeParamDefaults(t *testing.T) {
+	e := newSchedEnv(t)
+	e.apply("dag_id: p\nschedule: \"@daily\"\nstart_date: 2025-01-01T00:00:00Z\nparams:\n  region: {type: string, default: eu}\n" +
+		"  limit: {type: int}\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	res, err := e.st.Backfill(e.ctx, "p", janDay(1), janDay(1))
+	require.NoError(t, err)
+	require.Len(t, res.RunIDs, 1)
+	sched, err := e.st.CreateSlots(e.ctx, 1, store.SlotPlan{DAGID: "p", Next: janDay(3),
+		Slots: []store.Slot{{LogicalDate: janDay(2), IntervalStart: janDay(2), IntervalEnd: janDay(3)}}})
+	require.NoError(t, err)
+	require.Len(t, sched.RunIDs, 1)
+	for _, id := range []int64{res.RunIDs[0], sched.RunIDs[0]} {
+		d, err := e.st.GetRun(e.ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]any{"region": "eu"}, d.Conf)
+	}
+}

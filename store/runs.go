@@ -78,6 +78,7 @@ type runOrigin struct {
 
 // createRunTx inserts a queued run of spec with one TI per task, a
 // run_queued event and a run_dirty row, inside tx. A scheduled or
+// backfill run gets the DAG's param defaults as its conf. A scheduled or
 // backfill run whose slot already has one of its type is not created: it
 // returns created false and no error (INSERT … ON CONFLICT DO NOTHING on
 // runs_scheduled_slot_idx or runs_backfill_slot_idx).
@@ -91,6 +92,13 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	var logical, ivStart, ivEnd *time.Time
 	if o.Slot != nil {
 		logical, ivStart, ivEnd = &o.Slot.LogicalDate, &o.Slot.IntervalStart, &o.Slot.IntervalEnd
+	}
+	if o.Conf == nil && o.Type != RunManual && len(spec.Params) > 0 {
+		// A scheduled or backfill run takes the params' defaults.
+		var err error
+		if o.Conf, err = spec.CheckConf(nil); err != nil {
+			return Run{}, false, err
+		}
 	}
 	var conf []byte
 	if len(o.Conf) > 0 {
