@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -29,11 +28,6 @@ func (s *Server) backfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.cfg.Store.Backfill(r.Context(), r.PathValue("dag_id"), from, to)
-	var rangeErr *store.BackfillRangeError
-	if errors.As(err, &rangeErr) {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
-		return
-	}
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

@@ -142,11 +142,6 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := s.cfg.Store.TriggerRunConf(r.Context(), r.PathValue("dag_id"), req.Conf)
-	var confErr *dag.ConfError
-	if errors.As(err, &confErr) {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
-		return
-	}
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

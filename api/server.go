@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
@@ -339,12 +340,19 @@ func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 	writeJSON(w, code, protocol.ErrorBody{Error: protocol.ErrorDetail{Code: errCode, Message: msg}})
 }
 
-// writeStoreError maps store errors to HTTP: not found 404, forbidden 403,
-// conflict / stale attempt / name in use 409, anything else 500 (logged).
+// writeStoreError maps store errors to HTTP: input the store rejected (a
+// run conf against the DAG's params, a backfill range) 400 with the
+// error's own message naming the field and rule, not found 404, forbidden
+// 403, conflict / stale attempt / name in use 409, anything else 500
+// (logged).
 func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	var stale *store.StaleAttemptError
 	var inUse *store.NameInUseError
+	var confErr *dag.ConfError
+	var rangeErr *store.BackfillRangeError
 	switch {
+	case errors.As(err, &confErr), errors.As(err, &rangeErr):
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 	case errors.As(err, &stale):
 		writeError(w, http.StatusConflict, protocol.CodeStaleAttempt, err.Error())
 	case errors.As(err, &inUse):

@@ -4,13 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vigil-sched/vigil/api/client"
+	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // maxConfFile bounds a --conf-file: a conf has at most 64 keys
@@ -78,4 +83,28 @@ func rejected(what string, err error) error {
 		return &exitCodeError{code: exitUsage, err: fmt.Errorf("%s rejected: %w", what, err)}
 	}
 	return err
+}
+
+// printRunOrigin adds to a run's header how it came to be: its type, its
+// slot for a scheduled or backfill run, and its conf as key=value pairs
+// in key order (docs/schedules.md, docs/params.md).
+func printRunOrigin(tw *tabwriter.Writer, r protocol.Run) {
+	if r.RunType != "" {
+		tableRow(tw, "Type:", r.RunType)
+	}
+	if r.LogicalDate != nil {
+		tableRow(tw, "Logical date:", fmtTimePtr(r.LogicalDate))
+		tableRow(tw, "Data interval:", fmtTimePtr(r.DataIntervalStart)+" to "+fmtTimePtr(r.DataIntervalEnd))
+	}
+	if len(r.Conf) > 0 {
+		pairs := make([]string, 0, len(r.Conf))
+		for _, k := range slices.Sorted(maps.Keys(r.Conf)) {
+			v := fmt.Sprint(r.Conf[k])
+			if f, ok := r.Conf[k].(float64); ok {
+				v = strconv.FormatFloat(f, 'f', -1, 64) // 1000000, not 1e+06
+			}
+			pairs = append(pairs, k+"="+v)
+		}
+		tableRow(tw, "Conf:", tableCell(strings.Join(pairs, " ")))
+	}
 }

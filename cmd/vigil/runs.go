@@ -316,14 +316,15 @@ func runListView(list protocol.RunList) view {
 			tw := newTable(w)
 			head := []string{"RUN_ID", "DAG", "STATE", "STARTED", "DURATION", "TASKS"}
 			if wide {
-				head = append(head, "QUEUED", "ENDED", "REASON", "MESSAGE")
+				head = append(head, "QUEUED", "ENDED", "TYPE", "LOGICAL_DATE", "REASON", "MESSAGE")
 			}
 			tableRow(tw, head...)
 			for _, r := range list.Runs {
 				row := []string{strconv.FormatInt(r.ID, 10), r.DAGID, r.State, fmtTimePtr(r.StartDate),
 					elapsed(r.StartDate, r.EndDate, now), fmtCounts(r.TaskCounts)}
 				if wide {
-					row = append(row, fmtTime(r.QueuedAt), fmtTimePtr(r.EndDate), tableCell(r.Reason), tableCell(r.Message))
+					row = append(row, fmtTime(r.QueuedAt), fmtTimePtr(r.EndDate), tableCell(r.RunType),
+						fmtTimePtr(r.LogicalDate), tableCell(r.Reason), tableCell(r.Message))
 				}
 				tableRow(tw, row...)
 			}
@@ -392,6 +393,7 @@ func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time, wide bool)
 	tableRow(tw, "Run:", strconv.FormatInt(d.ID, 10))
 	tableRow(tw, "DAG:", d.DAGID)
 	tableRow(tw, "State:", d.State)
+	printRunOrigin(tw, d.Run)
 	if d.Reason != "" {
 		tableRow(tw, "Reason:", d.Reason)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -165,4 +166,20 @@ func TestRunsTriggerConfRejectedExits2(t *testing.T) {
 	r := runCLI(t, append([]string{"runs", "trigger", "pipeline", "--conf", "limt=1"}, f.serverArgs()...)...)
 	assert.Equal(t, exitUsage, r.code)
 	assert.Equal(t, "conf rejected: "+msg+" (HTTP 400)", r.err.Error())
+}
+
+func TestRunsShowPrintsOriginAndConf(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	d := fakeRunDetail("success", fakeTI("extract", "success"))
+	from, to := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	d.RunType, d.LogicalDate, d.DataIntervalStart, d.DataIntervalEnd = "backfill", &from, &from, &to
+	d.Conf = map[string]any{"region": "eu", "limit": float64(1000000), "dry_run": true}
+	f.reply("GET /v1/runs/12", http.StatusOK, d)
+	r := runCLI(t, append([]string{"runs", "show", "12"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Regexp(t, `(?m)^Type:\s+backfill$`, r.stdout)
+	assert.Regexp(t, `(?m)^Logical date:\s+`+regexp.QuoteMeta(fmtTime(from))+`$`, r.stdout)
+	assert.Regexp(t, `(?m)^Data interval:\s+`+regexp.QuoteMeta(fmtTime(from)+" to "+fmtTime(to))+`$`, r.stdout)
+	assert.Regexp(t, `(?m)^Conf:\s+dry_run=true limit=1000000 region=eu$`, r.stdout)
 }
