@@ -5,11 +5,17 @@ BIN     := bin/vigil
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 
-.PHONY: all build run pro-demo test lint bench fuzz clean
+.PHONY: all web build run pro-demo test lint bench fuzz clean
 
 all: build
 
-build:
+# The web console's npm libraries (adr/0018): npm ci, then copied into
+# web/console/ui/vendor, which the binary embeds. Without this step the
+# console works and shows a run's tasks as a list instead of a graph.
+web:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+build: web
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/vigil
 
 # Lite with its private PostgreSQL, the example DAGs and 2 in-process agents;
@@ -23,7 +29,7 @@ pro-demo: build
 	BIN=$(BIN) deploy/demo/pro.sh
 
 # Integration tests start their own throwaway PostgreSQL (store/storetest).
-test:
+test: web
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 lint:
@@ -47,4 +53,5 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin
+	rm -rf bin web/node_modules web/test-output
+	find web/console/ui/vendor -type f ! -name README.md -delete

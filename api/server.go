@@ -77,7 +77,10 @@ type Config struct {
 	HeartbeatInterval time.Duration        // told to agents at register; default 15s
 	Control           Control              // required for /monitor/health, thresholds and reap
 	LeaderStatus      func() leader.Status // optional
-	Version           string               // the build, for GET /v1/version; default "dev"
+	// Console, optional, serves the web console (package web) for paths
+	// the API does not own; it reports false for a path it does not serve.
+	Console func(w http.ResponseWriter, r *http.Request) bool
+	Version string // the build, for GET /v1/version; default "dev"
 }
 
 // Server is the HTTP API. Build it with New and mount Handler.
@@ -247,6 +250,9 @@ func (s *Server) routes() {
 		}
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Console != nil && s.cfg.Console(w, r) {
+			return
+		}
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})
 }

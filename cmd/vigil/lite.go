@@ -29,6 +29,7 @@ import (
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/pgcluster"
+	"github.com/vigil-sched/vigil/web"
 )
 
 // liteOpts are the flags of `vigil lite` (docs/design.md §1, §9).
@@ -338,10 +339,14 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
 		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken, ViewerToken: cfg.viewerToken,
 		HeartbeatInterval: cfg.heartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: version,
+		Console: web.Handler(),
 	})
 	if err != nil {
 		listener.Close()
 		return nil, usageError("%v", err)
+	}
+	if !web.Built() {
+		cfg.log.Warn("the web console was built without its npm libraries (run make web): run graphs are shown as task lists")
 	}
 	ln := cfg.ln
 	if ln == nil {

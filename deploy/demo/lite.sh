@@ -24,7 +24,7 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-echo "==> starting vigil lite on $LISTEN (log: $log)"
+echo "==> starting vigil lite on $LISTEN (log: $log); web console: http://$LISTEN/ (token in $DATA/operator.token)"
 for i in $(seq 1 240); do
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "vigil lite exited during start-up; its log:" >&2

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// consoleDAGs are the DAGs the browser test drives: a run that takes a
+// few seconds, one that fails, one whose agent is killed, one no agent
+// can take, and one that prints through a control-plane outage.
+var consoleDAGs = map[string]string{
+	"slow": "dag_id: slow\ntasks:\n  - id: extract\n    command: [sh, -c, 'echo extracting; sleep 2']\n" +
+		"  - id: load\n    depends_on: [extract]\n    command: [sh, -c, 'echo loading; sleep 1']\n",
+	"breaks": "dag_id: breaks\ntasks:\n  - id: fetch\n    command: [sh, -c, 'echo no such file >&2; exit 3']\n" +
+		"  - id: report\n    depends_on: [fetch]\n    command: ['true']\n",
+	"beats":  "dag_id: beats\ntasks:\n  - id: beat\n    retries: 1\n    command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do echo beat $i; sleep 0.5; done']\n",
+	"gpu":    "dag_id: gpu\ntimeout: 10m\ntasks:\n  - id: train\n    tags: [gpu]\n    command: ['true']\n",
+	"steady": "dag_id: steady\ntasks:\n  - id: count\n    command: [sh, -c, 'i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo line $i; sleep 0.1; done']\n",
+}
+
+// TestConsoleInABrowser drives the web console in Debian's Chromium
+// against a real Lite with two remote agents: signing in, the runs list
+// following a run, the graph's states, an agent_lost decision after
+// kill -9, work at risk before it is reaped, a threshold rejected inline,
+// the gap-marker banner after a control-plane outage, and a viewer who
+// cannot cancel. It saves a screenshot of every page.
+func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
+	dags := t.TempDir()
+	for name, spec := range consoleDAGs {
+		writeDAG(t, dags, name+".yaml", spec)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "viewer.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(viewerToken+"\n"), 0o600))
+	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0, Extra: append([]string{"--viewer-token-file", tokenFile}, shortRecovery...)})
+	agents := map[int64]*proc{}
+	for _, name := range []string{"host-1", "host-3"} {
+		a := startAgent(t, []string{lite.URL}, agentToken, name, "--capacity", "2", "--kill-grace", killGrace.String())
+		agents[agentID(t, a, 30*time.Second)] = a
+	}
+	b := startBrowser(t)
+	t.Logf("browser: %s", chromiumVersion())
+
+	b.open(lite.URL, "", "#token")
+	b.shot("sign-in")
+	b.signIn(lite.URL, operatorToken, "operator")
+
+	t.Run("runs list follows a run", func(t *testing.T) {
+		b := b.on(t)
+		b.open(lite.URL, "#/runs", "#runs")
+		run, code := triggerJSON(t, lite, "slow", false)
+		require.Equal(t, 0, code)
+		row := fmt.Sprintf(`#runs tr[data-run-id="%d"]`, run.ID)
+		b.waitFor("the new run appears running", row+`[data-run-state="running"]`)
+		b.shot("runs-running")
+		b.waitFor("the same row turns success without a reload", row+`[data-run-state="success"]`)
+		assert.Contains(t, b.text(row), "success 2", "the task summary counts both successes")
+		b.shot("runs")
+	})
+
+	t.Run("run detail graph shows each state", func(t *testing.T) {
+		b := b.on(t)
+		run, _ := triggerJSON(t, lite, "breaks", false)
+		waitRunState(t, lite, run.ID, "failed", 30*time.Second)
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), `#graph svg`)
+		b.waitFor("fetch is failed", `g.node[data-task="fetch"][data-state="failed"]`)
+		b.waitFor("report is upstream_failed", `g.node[data-task="report"][data-state="upstream_failed"]`)
+		assert.Contains(t, b.text(`g.node[data-task="report"]`), "upstream failed", "the state is written, not only coloured")
+		b.shot("run-detail-failed")
+	})
+
+	t.Run("agent_lost decision on the timeline after kill -9", func(t *testing.T) {
+		b := b.on(t)
+		run, _ := triggerJSON(t, lite, "beats", false)
+		ti := waitTI(t, lite, run.ID, "beat", 30*time.Second, "running with started_at", func(ti protocol.TaskInstance) bool {
+			return ti.State == "running" && ti.StartedAt != nil && ti.AgentID != nil
+		})
+		victim := agents[*ti.AgentID]
+		require.NotNil(t, victim)
+		victim.kill(t)
+		waitFor(t, 30*time.Second, func() bool {
+			return findEvent(runEvents(t, lite, run.ID), func(e protocol.Event) bool { return e.Kind == "agent_lost" }) != nil
+		}, "an agent_lost event")
+		waitRunState(t, lite, run.ID, "success", 60*time.Second)
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), `#events`)
+		sel := `#events tr[data-kind="agent_lost"][data-decision="true"]`
+		b.waitFor("the agent_lost decision is marked", sel)
+		why := b.text(sel)
+		assert.Contains(t, why, "decision")
+		assert.Regexp(t, `agent_lost: agent \S+ \(#\d+\) silent for .* after its last heartbeat at .*; retried on agent \S+ \(#\d+\) \(try 2\)`, why)
+		b.shot("run-detail-agent-lost")
+		b.open(lite.URL, "#/agents", `#agents tr[data-agent]`)
+		b.shot("agents")
+	})
+
+	t.Run("work at risk appears before it is reaped", func(t *testing.T) {
+		b := b.on(t)
+		run, _ := triggerJSON(t, lite, "gpu", false)
+		b.open(lite.URL, "#/at-risk", "#risk-queued")
+		row := fmt.Sprintf(`#risk-queued tr[data-run-id="%d"]`, run.ID)
+		b.waitFor("the gpu task is listed", row)
+		assert.Contains(t, b.text(row), "gpu", "the missing tag is named")
+		assert.Equal(t, "queued", taskInstance(t, runDetail(t, lite, run.ID), "train").State, "listed, not reaped")
+		b.shot("at-risk")
+	})
+
+	t.Run("a bad threshold is rejected inline", func(t *testing.T) {
+		b := b.on(t)
+		b.open(lite.URL, "#/cluster", "#th-agent_lost")
+		b.waitFor("a replica row", `#replicas tr[data-replica]`)
+		b.run("set agent-lost to 1s", setValue("#th-agent_lost", "1s"))
+		b.run("save", clickSel(`#thresholds button[type="submit"]`))
+		b.waitFor("the field is marked", `#th-agent_lost.field-error`)
+		msg := b.text("#th-agent_lost-error")
+		assert.Contains(t, msg, "agent_lost")
+		assert.Contains(t, msg, "1s")
+		var th protocol.Thresholds
+		getJSON(t, lite, "/v1/thresholds", &th)
+		assert.Equal(t, 3*time.Second, th.AgentLost.D(), "nothing was changed")
+		b.shot("cluster-threshold-error")
+	})
+
+	t.Run("gap marker banner after a control-plane outage", func(t *testing.T) {
+		b := b.on(t)
+		run, _ := triggerJSON(t, lite, "steady", false)
+		waitFor(t, 20*time.Second, func() bool {
+			var l protocol.LogList
+			return tryGetJSON(lite, fmt.Sprintf("/v1/runs/%d/tasks/count/logs", run.ID), &l) == nil && len(l.Lines) >= 5
+		}, "5 log lines shipped")
+		down := time.Now()
+		lite.Stop()
+		time.Sleep(4*time.Second - time.Since(down))
+		lite.Restart()
+		waitRunState(t, lite, run.ID, "success", 60*time.Second)
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d/logs/count", run.ID), `#lines .gap[data-gap="true"]`)
+		banner := b.text(`#lines .gap`)
+		assert.Regexp(t, `could not reach the control plane for \d+ s\. Replayed \d+ buffered events and \d+ log lines; \d+ dropped`, banner)
+		var secs string
+		b.run("outage length", attr(`#lines .gap`, "data-outage-seconds", &secs))
+		n, err := strconv.Atoi(secs)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, n, 3, "the banner tells the outage's length")
+		b.shot("logs-gap-marker")
+	})
+
+	t.Run("a viewer cannot cancel", func(t *testing.T) {
+		b := b.on(t)
+		run, _ := triggerJSON(t, lite, "gpu", false)
+		b.run("sign out", clickSel("#signout"), waitVisible("#token"))
+		b.signIn(lite.URL, viewerToken, "viewer")
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), "#cancel-run")
+		b.waitFor("the cancel button is disabled for the viewer", "#cancel-run[disabled]")
+		b.shot("run-detail-viewer")
+		var status int
+		b.eval(fmt.Sprintf(`(async () => {
+			const s = await (await fetch("/v1/session")).json();
+			const r = await fetch("/v1/runs/%d/cancel", {method: "POST", headers: {"X-Vigil-CSRF": s.csrf_token}});
+			return r.status; })()`, run.ID), &status)
+		assert.Equal(t, 403, status, "the API refuses the viewer's cancel, with its session and CSRF token")
+		assert.NotEqual(t, "cancelled", runDetail(t, lite, run.ID).State, "the run was not cancelled")
+		b.open(lite.URL, "#/dags", `tr[data-dag="gpu"]`)
+		b.shot("dags")
+		b.open(lite.URL, "#/dags/slow", "#trigger-run")
+		b.shot("dag")
+		b.open(lite.URL, "#/cluster", `#replicas tr[data-replica]`)
+		b.shot("cluster")
+	})
+}

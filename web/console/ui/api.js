@@ -1,0 +1,50 @@
+// The console's only way to the server: same-origin fetch with the session
+// cookie, the session's CSRF token on every state-changing request, and
+// the server clock's offset, so ages are measured on the database clock.
+let csrf = "";
+let skewMs = 0; // server clock minus this browser's, from the Date header
+
+export function setCSRF(token) { csrf = token || ""; }
+
+// serverNow is the server's clock as best this page knows it.
+export function serverNow() { return Date.now() + skewMs; }
+
+export class APIError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: "same-origin", cache: "no-store" };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  if (method !== "GET" && method !== "HEAD" && csrf) opts.headers["X-Vigil-CSRF"] = csrf;
+  const resp = await fetch(path, opts);
+  const date = Date.parse(resp.headers.get("Date") || "");
+  if (!Number.isNaN(date)) skewMs = date - Date.now();
+  if (resp.status === 204) return null;
+  const data = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    const e = data.error || {};
+    throw new APIError(resp.status, e.code || "", e.message || resp.statusText);
+  }
+  return data;
+}
+
+// allEvents reads every page of a run's timeline.
+export async function allEvents(runID) {
+  const out = [];
+  let after = 0;
+  for (let i = 0; i < 20; i++) {
+    const page = await api("GET", `/v1/runs/${runID}/events?after=${after}&limit=5000`);
+    out.push(...page.events);
+    if (page.next_cursor == null) break;
+    after = page.next_cursor;
+  }
+  return out;
+}

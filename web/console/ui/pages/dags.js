@@ -1,0 +1,51 @@
+// DAGs: the list with a trigger button each, and a DAG's page with its
+// run parameters (the spec's params, with their types and defaults).
+import { api } from "../api.js";
+import { esc, errorBox, fmtTime } from "../util.js";
+
+export async function dagsPage(ctx) {
+  const dags = (await api("GET", "/v1/dags")).dags;
+  const ro = ctx.session.viewer ? ` disabled title="the viewer role is read-only"` : "";
+  ctx.main.innerHTML = `<h1>DAGs</h1><div class="card"><table><thead><tr><th>DAG</th><th>Tasks</th><th>Updated</th><th></th></tr></thead><tbody>${
+    dags.map((d) => `<tr data-dag="${esc(d.dag_id)}"><td><a href="#/dags/${encodeURIComponent(d.dag_id)}">${esc(d.dag_id)}</a></td><td>${d.tasks}</td>
+      <td>${fmtTime(d.updated_at)}</td><td><a href="#/runs?dag=${encodeURIComponent(d.dag_id)}">runs</a>
+      <a href="#/dags/${encodeURIComponent(d.dag_id)}"><button${ro}>Trigger…</button></a></td></tr>`).join("")}</tbody></table></div>`;
+}
+
+function input(name, p) {
+  const def = p.default ?? "";
+  if (p.type === "bool") return `<label>${esc(name)} (bool)<select name="${esc(name)}"><option value="">default (${esc(String(def))})</option><option>true</option><option>false</option></select></label>`;
+  return `<label>${esc(name)} (${esc(p.type)})<input name="${esc(name)}" placeholder="default: ${esc(String(def))}"></label>`;
+}
+
+function value(type, raw) {
+  if (type === "int" || type === "float") { const n = Number(raw); return Number.isNaN(n) ? raw : n; }
+  if (type === "bool") return raw === "true";
+  return raw;
+}
+
+export async function dagPage(ctx, dagID) {
+  const dag = await api("GET", `/v1/dags/${encodeURIComponent(dagID)}`);
+  const spec = dag.spec || {};
+  const params = spec.params || {};
+  const ro = ctx.session.viewer ? ` disabled title="the viewer role is read-only"` : "";
+  ctx.main.innerHTML = `<h1>DAG ${esc(dagID)}</h1>
+    <div class="card"><dl class="kv"><dt>Tasks</dt><dd>${(spec.tasks || []).map((t) => `${esc(t.id)}${t.depends_on ? ` ← ${esc(t.depends_on.join(", "))}` : ""}`).join("<br>")}</dd>
+    <dt>Schedule</dt><dd>${esc(spec.schedule || "manual only")}</dd><dt>Timeout</dt><dd>${esc(spec.timeout || "none")}</dd></dl></div>
+    <form class="card" id="trigger"><h2>Trigger a run</h2>${Object.keys(params).length ? Object.entries(params).map(([n, p]) => input(n, p)).join("") :
+      '<p class="muted">This DAG declares no run parameters.</p>'}
+      <div class="actions"><button class="primary" type="submit" id="trigger-run"${ro}>Trigger</button> <a href="#/runs?dag=${encodeURIComponent(dagID)}">its runs</a></div>
+      <div id="trigger-error"></div></form>`;
+  document.getElementById("trigger").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const conf = {};
+    for (const [n, p] of Object.entries(params)) {
+      const raw = ev.target.elements[n].value.trim();
+      if (raw !== "") conf[n] = value(p.type, raw);
+    }
+    try {
+      const r = await api("POST", `/v1/dags/${encodeURIComponent(dagID)}/runs`, Object.keys(conf).length ? { conf } : undefined);
+      location.hash = `#/runs/${r.id}`;
+    } catch (e) { document.getElementById("trigger-error").innerHTML = errorBox(e); }
+  };
+}
