@@ -9,7 +9,7 @@ PKGS    := ./...
 
 all: build
 
-# The web console's npm libraries (adr/0018): npm ci, then copied into
+# The web console's npm libraries (adr/0020): npm ci, then copied into
 # web/console/ui/vendor, which the binary embeds. Without this step the
 # console works and shows a run's tasks as a list instead of a graph.
 web:

@@ -17,7 +17,7 @@ import (
 )
 
 // chromiumPath is Debian's Chromium, which .ci/run installs; the browser
-// tests never download one (adr/0019).
+// tests never download one (adr/0021).
 const chromiumPath = "/usr/bin/chromium"
 
 // screenshotDir is where the browser tests save a screenshot of every

@@ -1,4 +1,4 @@
-// Package web embeds the console (docs/console.md, adr/0018): plain ES
+// Package web embeds the console (docs/console.md, adr/0020): plain ES
 // modules, styles and one HTML page under console/, served by every
 // replica at "/" and "/ui/". There is no bundler; the npm libraries the
 // console uses (the graph layout) are copied into console/ui/vendor by

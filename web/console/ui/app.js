@@ -1,5 +1,5 @@
 // The console's shell: sign-in, the hash router and each page's timers.
-// Live data is short polling (adr/0018): every page re-reads its API
+// Live data is short polling (adr/0020): every page re-reads its API
 // every 2 s while shown, from whichever replica served the page.
 import { api, APIError, setCSRF } from "./api.js";
 import { esc, errorBox } from "./util.js";
