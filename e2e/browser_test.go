@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,15 +85,30 @@ func (b *browser) run(what string, actions ...chromedp.Action) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	require.NoError(b.t, chromedp.Run(ctx, actions...), "browser: %s", what)
+	err := chromedp.Run(ctx, actions...)
+	if err != nil {
+		// Say what the page showed instead.
+		var body string
+		dctx, dcancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer dcancel()
+		_ = chromedp.Run(dctx, chromedp.Text("body", &body, chromedp.ByQuery))
+		b.t.Logf("browser: the page showed, when %q failed:\n%s", what, body)
+	}
+	require.NoError(b.t, err, "browser: %s", what)
 }
 
-// open navigates to the console route (a hash like "#/runs") of base
-// and waits for sel.
+// open loads the console route (a hash like "#/runs") of base afresh
+// and waits for sel. The query makes every load a full navigation, not
+// a same-document hash change racing the page's own routing.
 func (b *browser) open(base, route, sel string) {
 	b.t.Helper()
-	b.run("open "+route+", wait for "+sel, chromedp.Navigate(base+"/"+route), chromedp.WaitVisible(sel, chromedp.ByQuery))
+	loads.Add(1)
+	url := fmt.Sprintf("%s/?load=%d%s", base, loads.Load(), route)
+	b.run("open "+route+", wait for "+sel, chromedp.Navigate(url), chromedp.WaitVisible(sel, chromedp.ByQuery))
 }
+
+// loads numbers the page loads of open.
+var loads atomic.Int64
 
 // waitFor waits until sel is in the page (visible or not).
 func (b *browser) waitFor(what, sel string) {

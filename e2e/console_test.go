@@ -18,7 +18,7 @@ import (
 // few seconds, one that fails, one whose agent is killed, one no agent
 // can take, and one that prints through a control-plane outage.
 var consoleDAGs = map[string]string{
-	"slow": "dag_id: slow\ntasks:\n  - id: extract\n    command: [sh, -c, 'echo extracting; sleep 2']\n" +
+	"slow": "dag_id: slow\ntasks:\n  - id: extract\n    command: [sh, -c, 'echo extracting; sleep 3']\n" +
 		"  - id: load\n    depends_on: [extract]\n    command: [sh, -c, 'echo loading; sleep 1']\n",
 	"breaks": "dag_id: breaks\ntasks:\n  - id: fetch\n    command: [sh, -c, 'echo no such file >&2; exit 3']\n" +
 		"  - id: report\n    depends_on: [fetch]\n    command: ['true']\n",
