@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -175,4 +176,10 @@ func clickSel(sel string) chromedp.Action    { return chromedp.Click(sel, chrome
 func waitVisible(sel string) chromedp.Action { return chromedp.WaitVisible(sel, chromedp.ByQuery) }
 func attr(sel, name string, out *string) chromedp.Action {
 	return chromedp.AttributeValue(sel, name, out, nil, chromedp.ByQuery)
+}
+
+// colorScheme makes the page see the system's colour scheme as scheme
+// (light or dark), as prefers-color-scheme does.
+func colorScheme(scheme string) chromedp.Action {
+	return emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,6 +66,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.waitFor("the same row turns success without a reload", row+`[data-run-state="success"]`)
 		assert.Contains(t, b.text(row), "success 2", "the task summary counts both successes")
 		b.shot("runs")
+		b.run("dark scheme", colorScheme("dark"))
+		b.shot("runs-dark")
+		b.run("light scheme", colorScheme("light"))
 	})
 
 	t.Run("run detail graph shows each state", func(t *testing.T) {
@@ -149,6 +153,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		n, err := strconv.Atoi(secs)
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, n, 3, "the banner tells the outage's length")
+		b.run("show the banner", chromedp.ScrollIntoView(`#lines .gap`, chromedp.ByQuery))
 		b.shot("logs-gap-marker")
 	})
 

@@ -30,8 +30,9 @@ export function fmtDur(sec) {
   if (sec == null || Number.isNaN(sec)) return "–";
   if (sec < 0) sec = 0;
   if (sec < 10) return `${sec.toFixed(1)}s`;
-  if (sec < 60) return `${Math.round(sec)}s`;
-  const m = Math.floor(sec / 60), s = Math.round(sec % 60);
+  sec = Math.round(sec);
+  if (sec < 60) return `${sec}s`;
+  const m = Math.floor(sec / 60), s = sec % 60;
   if (m < 60) return `${m}m ${s}s`;
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
