@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/web"
 )
 
 // chromiumPath is Debian's Chromium, which .ci/run installs; the browser
@@ -45,6 +47,7 @@ func startBrowser(t *testing.T) *browser {
 	t.Helper()
 	_, err := os.Stat(chromiumPath)
 	require.NoError(t, err, "the browser tests need Debian's Chromium at %s: apt-get install -y chromium (.ci/run does)", chromiumPath)
+	require.True(t, web.Built(), "the console's graph library is missing from this build: run make web first (make test does)")
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),

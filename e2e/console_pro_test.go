@@ -24,12 +24,7 @@ func TestConsoleFromAProFollower(t *testing.T) {
 	t.Parallel()
 	etcd := etcdtest.Start(t)
 	rs := startReplicas(t, 3, storetest.DB(t), etcd)
-	var lead *replica
-	waitFor(t, 20*time.Second, func() bool {
-		l, n := leaderOf(rs)
-		lead = l
-		return n == 1
-	}, "exactly one leader")
+	lead := waitOneLeader(t, rs)
 	follower := rs[0]
 	if follower == lead {
 		follower = rs[1]

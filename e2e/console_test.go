@@ -19,7 +19,7 @@ import (
 // few seconds, one that fails, one whose agent is killed, one no agent
 // can take, and one that prints through a control-plane outage.
 var consoleDAGs = map[string]string{
-	"slow": "dag_id: slow\ntasks:\n  - id: extract\n    command: [sh, -c, 'echo extracting; sleep 3']\n" +
+	"slow": "dag_id: slow\nparams:\n  rows: {type: int, default: 10}\ntasks:\n  - id: extract\n    command: [sh, -c, 'echo extracting; sleep 3']\n" +
 		"  - id: load\n    depends_on: [extract]\n    command: [sh, -c, 'echo loading; sleep 1']\n",
 	"breaks": "dag_id: breaks\ntasks:\n  - id: fetch\n    command: [sh, -c, 'echo no such file >&2; exit 3']\n" +
 		"  - id: report\n    depends_on: [fetch]\n    command: ['true']\n",
@@ -155,6 +155,22 @@ func TestConsoleInABrowser(t *testing.T) {
 		assert.GreaterOrEqual(t, n, 3, "the banner tells the outage's length")
 		b.run("show the banner", chromedp.ScrollIntoView(`#lines .gap`, chromedp.ByQuery))
 		b.shot("logs-gap-marker")
+	})
+
+	t.Run("trigger with parameters from the DAG page", func(t *testing.T) {
+		b := b.on(t)
+		b.open(lite.URL, "#/dags/slow", `#trigger input[name="rows"]`)
+		b.run("a bad value", setValue(`#trigger input[name="rows"]`, "many"), clickSel("#trigger-run"))
+		b.waitFor("the API's error", "#trigger-error .error")
+		assert.Contains(t, b.text("#trigger-error"), "rows", "the error names the parameter")
+		b.shot("dag-trigger-error")
+		b.run("a good value", setValue(`#trigger input[name="rows"]`, "42"), clickSel("#trigger-run"))
+		b.waitFor("the new run's page", "#run-head [data-run-state]")
+		assert.Contains(t, b.text("#run-head"), `"rows":42`, "the run shows its conf")
+		var runs protocol.RunList
+		getJSON(t, lite, "/v1/runs?dag_id=slow&limit=1", &runs)
+		require.Len(t, runs.Runs, 1)
+		assert.EqualValues(t, 42, runs.Runs[0].Conf["rows"], "the run was triggered with rows=42")
 	})
 
 	t.Run("a viewer cannot cancel", func(t *testing.T) {

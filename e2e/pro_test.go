@@ -71,6 +71,19 @@ func startReplica(t *testing.T, id, dbURL string, etcd, env []string, extra ...s
 	return &replica{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", port), p: startProc(t, "server "+id, logPath, args, env)}
 }
 
+// waitOneLeader waits up to 20 s until exactly one of rs reports leading
+// and returns it.
+func waitOneLeader(t *testing.T, rs []*replica) *replica {
+	t.Helper()
+	var lead *replica
+	waitFor(t, 20*time.Second, func() bool {
+		l, n := leaderOf(rs)
+		lead = l
+		return n == 1
+	}, "exactly one leader")
+	return lead
+}
+
 // leaderOf returns the replica that reports leading, if exactly one does.
 func leaderOf(rs []*replica) (*replica, int) {
 	var l *replica
@@ -92,12 +105,7 @@ func TestProLeaderKilledMidRun(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	dbURL := storetest.DB(t)
 	rs := startReplicas(t, 3, dbURL, etcd)
-	var lead *replica
-	waitFor(t, 20*time.Second, func() bool {
-		l, n := leaderOf(rs)
-		lead = l
-		return n == 1
-	}, "exactly one leader")
+	lead := waitOneLeader(t, rs)
 	t.Logf("leader: %s", lead.id)
 
 	// Both agents talk to the leader first, then to the others.
@@ -183,12 +191,7 @@ func TestProResignHandover(t *testing.T) {
 	t.Parallel()
 	etcd := etcdtest.Start(t)
 	rs := startReplicas(t, 2, storetest.DB(t), etcd)
-	var lead *replica
-	waitFor(t, 20*time.Second, func() bool {
-		l, n := leaderOf(rs)
-		lead = l
-		return n == 1
-	}, "exactly one leader")
+	lead := waitOneLeader(t, rs)
 	stopped := time.Now()
 	lead.p.signal(syscall.SIGTERM)
 	waitFor(t, 5*time.Second, func() bool {
