@@ -63,6 +63,13 @@ type Agent struct {
 	events   *ring[pendingCompletion]
 	logs     *ring[protocol.LogLine]
 	startGen uint64 // counts process starts, see heartbeat
+	// Completion batching (batch.go): the queue and whether a sender
+	// runs; noBatch once the server lacked the batch route.
+	batchMu      sync.Mutex
+	batch        []*batchItem
+	batchSending bool
+	noBatch      atomic.Bool
+
 	// completing counts attempts that ended and whose completion the
 	// server has not yet acknowledged: their slots are not free yet.
 	completing int

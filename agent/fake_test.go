@@ -43,10 +43,15 @@ type fakeAPI struct {
 	started     map[string]bool
 	completes   []protocol.CompleteRequest // accepted
 	completeHit map[string]int             // complete calls per attempt, also refused
-	logs        map[string][]protocol.LogLine
-	stop        map[string]string // attempt -> reason, sent in the next heartbeat reply
-	terminate   map[string]string // attempt -> reason, sent in the next register reply
-	stale       map[string]bool
+	batches     []int                      // the size of each batch request
+	// holdBatch, when set, makes the batch route wait for a value (or
+	// its closing) before it answers: a batch held in flight.
+	holdBatch chan struct{}
+	noBatches bool // serve no batch route: an older server
+	logs      map[string][]protocol.LogLine
+	stop      map[string]string // attempt -> reason, sent in the next heartbeat reply
+	terminate map[string]string // attempt -> reason, sent in the next register reply
+	stale     map[string]bool
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -64,6 +69,7 @@ func (f *fakeAPI) serve() *httptest.Server {
 	mux.HandleFunc("POST /v1/agents/{id}/claim", f.wrap(true, f.claim))
 	mux.HandleFunc("POST /v1/agents/{id}/heartbeat", f.wrap(true, f.heartbeat))
 	mux.HandleFunc("POST /v1/agents/{id}/complete", f.wrap(true, f.complete))
+	mux.HandleFunc("POST /v1/agents/{id}/completions", f.wrap(true, f.completions))
 	mux.HandleFunc("POST /v1/agents/{id}/logs", f.wrap(true, f.logsHandler))
 	srv := httptest.NewServer(mux)
 	f.t.Cleanup(srv.Close)
@@ -188,13 +194,48 @@ func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) any {
 	req := decode[protocol.CompleteRequest](r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.completeHit[req.AttemptID]++
-	if f.stale[req.AttemptID] {
-		writeErr(w, http.StatusConflict, protocol.CodeStaleAttempt, "attempt superseded")
+	if e := f.completeLocked(req); e != nil {
+		writeErr(w, http.StatusConflict, e.Code, e.Message)
 		return nil
 	}
-	f.completes = append(f.completes, req)
 	return protocol.CompleteResponse{State: req.Outcome}
+}
+
+// completions is the batch route: each item judged as complete judges it.
+func (f *fakeAPI) completions(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.CompleteBatchRequest](r)
+	f.mu.Lock()
+	hold, none := f.holdBatch, f.noBatches
+	f.mu.Unlock()
+	if none {
+		writeErr(w, http.StatusNotFound, protocol.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		return nil
+	}
+	if hold != nil {
+		<-hold
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = append(f.batches, len(req.Completions))
+	var resp protocol.CompleteBatchResponse
+	for _, c := range req.Completions {
+		res := protocol.CompletionResult{Attempt: c.Attempt, State: c.Outcome}
+		if res.Error = f.completeLocked(c); res.Error != nil {
+			res.State = ""
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return resp
+}
+
+// completeLocked records one completion, or refuses a stale one.
+func (f *fakeAPI) completeLocked(req protocol.CompleteRequest) *protocol.ErrorDetail {
+	f.completeHit[req.AttemptID]++
+	if f.stale[req.AttemptID] {
+		return &protocol.ErrorDetail{Code: protocol.CodeStaleAttempt, Message: "attempt superseded"}
+	}
+	f.completes = append(f.completes, req)
+	return nil
 }
 
 func (f *fakeAPI) logsHandler(w http.ResponseWriter, r *http.Request) any {

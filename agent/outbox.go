@@ -29,7 +29,7 @@ func (a *Agent) complete(ctx context.Context, pc pendingCompletion) {
 		}
 		c := a.connLocked()
 		a.mu.Unlock()
-		err := a.sendCompletion(ctx, c, pc, true)
+		err := a.sendBatched(ctx, c, pc)
 		if err == nil {
 			return
 		}
@@ -65,7 +65,7 @@ func (a *Agent) sendCompletion(ctx context.Context, c conn, pc pendingCompletion
 	err := a.cl.post(ctx, "complete", url, a.timeout(), pc.req, &resp)
 	switch {
 	case err == nil:
-		pc.log.Info("completion delivered", "outcome", pc.req.Outcome, "state", resp.State)
+		pc.log.Debug("completion delivered", "outcome", pc.req.Outcome, "state", resp.State)
 	case needsReconnect(err):
 		return err
 	case isStale(err):

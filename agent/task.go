@@ -164,8 +164,13 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 			ws := syscall.WaitStatus(m.n & 0x7f)
 			end = &ws
 		case statusLeftover:
-			att.log.Warn("process exited and left processes in its group; the supervisor killed them", "pgid", pgid)
-			a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
+			att.mu.Lock()
+			ours := att.killing // Vigil is killing the group: its own line says why
+			att.mu.Unlock()
+			if !ours {
+				att.log.Warn("process exited and left processes in its group; the supervisor killed them", "pgid", pgid)
+				a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
+			}
 		}
 	}
 	stdout.Flush()

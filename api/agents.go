@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,9 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/vigil-sched/vigil/api/protocol"
-	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
-	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -274,56 +271,6 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		out = []protocol.StopOrder{}
 	}
 	writeJSON(w, http.StatusOK, protocol.HeartbeatResponse{Stop: out, ServerTime: now})
-}
-
-func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
-	var req protocol.CompleteRequest
-	agentID, ok := agentRequest(w, r, &req)
-	if !ok {
-		return
-	}
-	if err := validateAttempt("attempt", req.Attempt); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
-		return
-	}
-	outcome, ok := fromOutcome(req.Outcome)
-	if !ok {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
-			fmt.Sprintf("outcome: %q must be one of success, failed, execution_timeout", req.Outcome))
-		return
-	}
-	if err := validateFailure(req); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
-		return
-	}
-	newState, late, err := s.cfg.Store.Complete(r.Context(), agentID, fromComplete(req, outcome))
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	if late {
-		// A late success accepted while the run was live made the TI
-		// success; one whose run had ended left it as it was, recorded.
-		decision := metrics.DecisionLateCompletion
-		if newState != state.TISuccess {
-			decision = metrics.DecisionLateCompletionRecorded
-		}
-		s.cfg.Metrics.Decide(decision)
-		s.log.Info("scheduler decision", "decision", decision, "ti_id", req.TIID,
-			"attempt_id", req.AttemptID, "agent_id", agentID, "state", newState)
-	}
-	done := []any{"agent_id", agentID, "ti_id", req.TIID, "attempt_id", req.AttemptID, "outcome", req.Outcome}
-	if req.ExitCode != nil { // the value, not the pointer (exit_code=0xc000…)
-		done = append(done, "exit_code", *req.ExitCode)
-	}
-	// Per-TI lines are debug-level (the events table has them); a
-	// failure stays visible at info.
-	level := slog.LevelDebug
-	if newState != state.TISuccess {
-		level = slog.LevelInfo
-	}
-	s.log.Log(r.Context(), level, "task instance completed", append(done, "state", newState)...)
-	writeJSON(w, http.StatusOK, protocol.CompleteResponse{State: string(newState)})
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {

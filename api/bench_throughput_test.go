@@ -133,6 +133,27 @@ func completeEach(ctx context.Context, p *benchPlane, agentID int64, cred string
 	return nil
 }
 
+// completeBatch is the batch route, one request per claim.
+func completeBatch(ctx context.Context, p *benchPlane, agentID int64, cred string, tasks []protocol.ClaimedTask) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	req := protocol.CompleteBatchRequest{}
+	for _, t := range tasks {
+		req.Completions = append(req.Completions, protocol.CompleteRequest{Attempt: t.Attempt, Outcome: protocol.OutcomeSuccess})
+	}
+	var resp protocol.CompleteBatchResponse
+	if err := p.post(ctx, fmt.Sprintf("/v1/agents/%d/completions", agentID), cred, req, &resp); err != nil {
+		return err
+	}
+	for _, r := range resp.Results {
+		if r.Error != nil {
+			return fmt.Errorf("completion of TI %d: %s", r.TIID, r.Error.Message)
+		}
+	}
+	return nil
+}
+
 // runAgent claims and completes until ctx ends, counting completions.
 func (p *benchPlane) runAgent(ctx context.Context, name string, complete completer, done func(int)) error {
 	reg, err := p.store.Register(ctx, store.Registration{Name: name, Capacity: benchCapacity})
@@ -205,7 +226,9 @@ func benchNoop(b *testing.B, complete completer) {
 	b.ReportMetric(float64(b.N*benchWidth)/elapsed.Seconds(), "TIs/s")
 }
 
-// BenchmarkNoopThroughput: 4 synthetic HTTP agents of capacity 32.
+// BenchmarkNoopThroughput: 4 synthetic HTTP agents of capacity 32,
+// completing one request per TI (single) or one per claim (batch).
 func BenchmarkNoopThroughput(b *testing.B) {
 	b.Run("single", func(b *testing.B) { benchNoop(b, completeEach) })
+	b.Run("batch", func(b *testing.B) { benchNoop(b, completeBatch) })
 }

@@ -225,6 +225,11 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("POST", ap+"/claim", agentToken, "", protocol.ClaimRequest{}, false, 403)
 	c.do("POST", ap+"/complete", agentToken, reg.Credential,
 		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeFailed, ExitCode: &exit}, true, 409)
+	// A batch answers 200 with a stale_attempt result for the same item,
+	// and 400 for a malformed one.
+	c.do("POST", ap+"/completions", agentToken, reg.Credential, protocol.CompleteBatchRequest{
+		Completions: []protocol.CompleteRequest{{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}}}, true, 200)
+	c.do("POST", ap+"/completions", agentToken, reg.Credential, protocol.CompleteBatchRequest{}, false, 400)
 	c.do("POST", "/v1/agents/register", agentToken, "", protocol.RegisterRequest{Name: "contract-agent", Capacity: 1}, true, 409)
 
 	// A run to cancel, then the operator deregisters the agent.

@@ -177,6 +177,7 @@ var routeTable = []route{
 	{"POST /v1/agents/{agent_id}/claim", AccessAgentSelf, (*Server).claim},
 	{"POST /v1/agents/{agent_id}/heartbeat", AccessAgentSelf, (*Server).heartbeat},
 	{"POST /v1/agents/{agent_id}/complete", AccessAgentSelf, (*Server).complete},
+	{"POST /v1/agents/{agent_id}/completions", AccessAgentSelf, (*Server).completions},
 	{"POST /v1/agents/{agent_id}/logs", AccessAgentSelf, (*Server).logs},
 	{"POST /v1/agents/{agent_id}/deregister", AccessAgentSelfOrOperator, (*Server).deregister},
 
@@ -352,28 +353,35 @@ func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 // 403, conflict / stale attempt / name in use 409, anything else 500
 // (logged).
 func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := s.storeErrorDetail(r, err)
+	writeError(w, status, detail.Code, detail.Message)
+}
+
+// storeErrorDetail maps a store error to its HTTP status and error body
+// (see writeStoreError), logging the unexpected ones.
+func (s *Server) storeErrorDetail(r *http.Request, err error) (int, protocol.ErrorDetail) {
 	var stale *store.StaleAttemptError
 	var inUse *store.NameInUseError
 	var confErr *dag.ConfError
 	var rangeErr *store.BackfillRangeError
 	switch {
 	case errors.As(err, &confErr), errors.As(err, &rangeErr):
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return http.StatusBadRequest, protocol.ErrorDetail{Code: protocol.CodeBadRequest, Message: err.Error()}
 	case errors.As(err, &stale):
-		writeError(w, http.StatusConflict, protocol.CodeStaleAttempt, err.Error())
+		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeStaleAttempt, Message: err.Error()}
 	case errors.As(err, &inUse):
-		writeError(w, http.StatusConflict, protocol.CodeNameInUse, err.Error())
+		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeNameInUse, Message: err.Error()}
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, storeMessage(err, store.ErrNotFound))
+		return http.StatusNotFound, protocol.ErrorDetail{Code: protocol.CodeNotFound, Message: storeMessage(err, store.ErrNotFound)}
 	case errors.Is(err, store.ErrForbidden):
-		writeError(w, http.StatusForbidden, protocol.CodeForbidden, storeMessage(err, store.ErrForbidden))
+		return http.StatusForbidden, protocol.ErrorDetail{Code: protocol.CodeForbidden, Message: storeMessage(err, store.ErrForbidden)}
 	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, protocol.CodeConflict, storeMessage(err, store.ErrConflict))
+		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeConflict, Message: storeMessage(err, store.ErrConflict)}
 	case r.Context().Err() != nil:
-		writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "request cancelled")
+		return http.StatusServiceUnavailable, protocol.ErrorDetail{Code: protocol.CodeUnavailable, Message: "request cancelled"}
 	default:
 		s.log.Error("request failed", "route", r.Pattern, "err", err)
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, err.Error())
+		return http.StatusInternalServerError, protocol.ErrorDetail{Code: protocol.CodeInternal, Message: err.Error()}
 	}
 }
 

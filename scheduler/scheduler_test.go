@@ -315,7 +315,12 @@ func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 	var tis int
 	require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FROM task_instances WHERE run_id = ANY ($1)`,
 		[]int64{ids["old-success"], ids["old-failed"]}).Scan(&tis))
-	assert.Zero(t, tis, "their TIs, events and logs went with them")
+	assert.Zero(t, tis, "their TIs and logs went with them")
+	var events, kept int
+	require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FILTER (WHERE run_id = ANY ($1)), count(*) FROM events`,
+		[]int64{ids["old-success"], ids["old-failed"]}).Scan(&events, &kept))
+	assert.Zero(t, events, "their events went in the same statement (events have no foreign key, adr/0022)")
+	assert.Positive(t, kept, "the other runs' events stay")
 	list, err := st.ListAgents(ctx)
 	require.NoError(t, err)
 	assert.Len(t, list, 2)

@@ -214,8 +214,9 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind, msg string) 
 	return state.TIFailed, "ti_failed", fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
 }
 
-// finishTI writes the completion with a guarded UPDATE (attempt and state
-// as loaded), its event and the scheduler wake-up.
+// finishTI writes the completion in one statement: the guarded UPDATE
+// (attempt and state as loaded), its event, the run's run_dirty mark and
+// the scheduler's wake-up.
 func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion,
 	to state.TI, reason state.Reason, kind, msg string) error {
 	var delayUS int64
@@ -228,26 +229,29 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 		r := string(reason)
 		nullReason = &r
 	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE task_instances
-		   SET state = $3, reason = $4, message = $5, exit_code = $6,
-		       end_date = CASE WHEN $3 = 'up_for_retry' THEN NULL ELSE now() END,
-		       next_retry_at = CASE WHEN $3 = 'up_for_retry' THEN now() + $7 * interval '1 microsecond' END,
-		       updated_at = now()
-		 WHERE id = $1 AND attempt_id = $2::uuid AND state = $8`,
-		a.tiID, req.AttemptID, string(to), nullReason, msg, req.ExitCode, delayUS, string(a.state))
+	var n int
+	err := tx.QueryRow(ctx, `
+		WITH upd AS (
+		  UPDATE task_instances
+		     SET state = $3, reason = $4, message = $5, exit_code = $6,
+		         end_date = CASE WHEN $3 = 'up_for_retry' THEN NULL ELSE now() END,
+		         next_retry_at = CASE WHEN $3 = 'up_for_retry' THEN now() + $7 * interval '1 microsecond' END,
+		         updated_at = now()
+		   WHERE id = $1 AND attempt_id = $2::uuid AND state = $8
+		  RETURNING id, run_id, task_id, try_number, attempt_id),
+		ev AS (
+		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		  SELECT run_id, id, task_id, try_number, attempt_id, $9, $10, $5 FROM upd),
+		dirty AS (
+		  INSERT INTO run_dirty (run_id) SELECT run_id FROM upd)
+		SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('`+ChanScheduler+`', '')::text END FROM upd`,
+		a.tiID, req.AttemptID, string(to), nullReason, msg, req.ExitCode, delayUS, string(a.state),
+		a.agentID, kind).Scan(&n, new(*string))
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		return &StaleAttemptError{TIID: a.tiID, Reason: StopSuperseded}
 	}
-	_, err = tx.Exec(ctx, `
-		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-		VALUES ($1, $2, $3, $4, $5::uuid, $6, $7, $8)`,
-		a.runID, a.tiID, a.taskID, a.tryNumber, req.AttemptID, a.agentID, kind, msg)
-	if err != nil {
-		return err
-	}
-	return markDirty(ctx, tx, a.runID)
+	return nil
 }

@@ -7,18 +7,24 @@ import (
 )
 
 // Retention (docs/design.md §7; horsies retention cleanup): the leader prunes old
-// terminal runs (their TIs, events and logs go with them through ON
-// DELETE CASCADE) and long-silent inactive or deregistered agents, in
+// terminal runs (their TIs and logs go with them through ON DELETE
+// CASCADE, their events in the same statement: events carry no foreign
+// key, adr/0022) and long-silent inactive or deregistered agents, in
 // fenced batches. A run that is not terminal is never touched.
 
 // PruneRuns deletes up to batch terminal runs that ended before
 // now − olderThan and reports how many went.
 func (s *Store) PruneRuns(ctx context.Context, epoch int64, olderThan time.Duration, batch int) (int, error) {
 	return s.leaderExec(ctx, epoch, "prune runs", `
-		DELETE FROM runs WHERE id IN (
-		  SELECT id FROM runs
-		   WHERE state IN `+runTerminalSQL+` AND end_date < now() - $1 * interval '1 microsecond'
-		   ORDER BY end_date LIMIT $2)`, micros(olderThan), batch)
+		WITH gone AS (
+		  DELETE FROM runs WHERE id IN (
+		    SELECT id FROM runs
+		     WHERE state IN `+runTerminalSQL+` AND end_date < now() - $1 * interval '1 microsecond'
+		     ORDER BY end_date LIMIT $2)
+		  RETURNING id),
+		ev AS (
+		  DELETE FROM events e USING gone WHERE e.run_id = gone.id)
+		SELECT id FROM gone`, micros(olderThan), batch)
 }
 
 // PruneAgents deletes up to batch inactive or deregistered agents silent

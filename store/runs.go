@@ -132,35 +132,73 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	if len(o.Conf) > 0 {
 		run.Conf = o.Conf
 	}
-	batch := &pgx.Batch{}
-	for i, t := range spec.Tasks {
-		env, err := json.Marshal(t.Env)
-		if err != nil {
-			return Run{}, false, err
-		}
-		if t.Env == nil {
-			env = []byte("{}")
-		}
-		var execTimeout *int64
-		if t.ExecutionTimeout > 0 {
-			us := micros(t.ExecutionTimeout.D())
-			execTimeout = &us
-		}
-		batch.Queue(`
-			INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
-			    upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10 * interval '1 microsecond', $11,
-			    coalesce($12 * interval '1 microsecond', interval '1 hour'), $13 * interval '1 microsecond')`,
-			run.ID, spec.DAGID, t.ID, i, t.Command, env, nonNil(t.Tags), nonNil(t.DependsOn), t.Retries,
-			micros(t.RetryDelay.D()), t.RetryExponentialBackoff, nullMicros(t.MaxRetryDelay.D()), execTimeout)
-	}
-	batch.Queue(`INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $2)`,
-		run.ID, fmt.Sprintf("%s run of %s queued with %d tasks", o.Type, spec.DAGID, len(spec.Tasks)))
-	batch.Queue(markDirtySQL, run.ID)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+	if err := insertTIs(ctx, tx, run.ID, spec, fmt.Sprintf("%s run of %s queued with %d tasks", o.Type, spec.DAGID, len(spec.Tasks))); err != nil {
 		return Run{}, false, err
 	}
 	return run, true, nil
+}
+
+// tiRow is one task of a run as insertTIs sends it, in JSON.
+type tiRow struct {
+	TaskID             string            `json:"task_id"`
+	Ordinal            int               `json:"ordinal"`
+	Command            []string          `json:"command"`
+	Env                map[string]string `json:"env"`
+	Tags               []string          `json:"tags"`
+	Upstream           []string          `json:"upstream"`
+	Retries            int               `json:"retries"`
+	RetryDelayUS       int64             `json:"retry_delay_us"`
+	RetryExponential   bool              `json:"retry_exponential"`
+	MaxRetryDelayUS    *int64            `json:"max_retry_delay_us"`
+	ExecutionTimeoutUS *int64            `json:"execution_timeout_us"`
+}
+
+// insertTIs inserts every TI of a new run, its run_queued event and its
+// run_dirty mark, with the scheduler's wake-up, in one statement: the
+// tasks travel as one JSON array (text[] columns cannot be unnested from
+// a two-dimensional array).
+func insertTIs(ctx context.Context, tx pgx.Tx, runID int64, spec *dag.Spec, msg string) error {
+	rows := make([]tiRow, len(spec.Tasks))
+	for i, t := range spec.Tasks {
+		r := tiRow{TaskID: t.ID, Ordinal: i, Command: t.Command, Env: t.Env, Tags: nonNil(t.Tags), Upstream: nonNil(t.DependsOn),
+			Retries: t.Retries, RetryDelayUS: micros(t.RetryDelay.D()), RetryExponential: t.RetryExponentialBackoff,
+			MaxRetryDelayUS: nullMicros(t.MaxRetryDelay.D())}
+		if r.Env == nil {
+			r.Env = map[string]string{}
+		}
+		if t.ExecutionTimeout > 0 {
+			us := micros(t.ExecutionTimeout.D())
+			r.ExecutionTimeoutUS = &us
+		}
+		rows[i] = r
+	}
+	tasks, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `
+		WITH ti AS (
+		  INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
+		      upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout)
+		  SELECT $1, $2, x.task_id, x.ordinal, `+jsonTextArray("x.command")+`, x.env, `+jsonTextArray("x.tags")+`, `+jsonTextArray("x.upstream")+`,
+		         x.retries, x.retry_delay_us * interval '1 microsecond', x.retry_exponential,
+		         coalesce(x.max_retry_delay_us * interval '1 microsecond', interval '1 hour'),
+		         x.execution_timeout_us * interval '1 microsecond'
+		    FROM jsonb_to_recordset($3::jsonb) AS x(task_id text, ordinal int, command jsonb, env jsonb, tags jsonb,
+		         upstream jsonb, retries int, retry_delay_us bigint, retry_exponential bool,
+		         max_retry_delay_us bigint, execution_timeout_us bigint)),
+		ev AS (
+		  INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $4)),
+		dirty AS (
+		  INSERT INTO run_dirty (run_id) VALUES ($1))
+		SELECT pg_notify('`+ChanScheduler+`', '')`, runID, spec.DAGID, tasks, msg)
+	return err
+}
+
+// jsonTextArray is the SQL that turns the JSON array of strings col into
+// a text[], keeping its order.
+func jsonTextArray(col string) string {
+	return `ARRAY(SELECT e FROM jsonb_array_elements_text(` + col + `) WITH ORDINALITY AS a(e, n) ORDER BY n)`
 }
 
 func nonNil(s []string) []string {

@@ -204,6 +204,35 @@ type CompleteResponse struct {
 	State string `json:"state"`
 }
 
+// CompleteBatchRequest is the body of POST /v1/agents/{id}/completions:
+// up to MaxCompletionBatch completions, each as CompleteRequest. The
+// agent sends the completions that end within a few milliseconds of each
+// other together (docs/design.md §4 complete; adr/0018).
+type CompleteBatchRequest struct {
+	Completions []CompleteRequest `json:"completions"`
+}
+
+// MaxCompletionBatch is the most completions one CompleteBatchRequest may
+// carry.
+const MaxCompletionBatch = 1000
+
+// CompleteBatchResponse has one result per completion of the request, in
+// its order.
+type CompleteBatchResponse struct {
+	Results []CompletionResult `json:"results"`
+}
+
+// CompletionResult is one completion's outcome within a batch: State as
+// CompleteResponse when it was accepted, or Error with the code and
+// message the single route would have answered (stale_attempt for an
+// attempt that is not current, forbidden, not_found), each item judged
+// on its own.
+type CompletionResult struct {
+	Attempt
+	State string       `json:"state,omitempty"`
+	Error *ErrorDetail `json:"error,omitempty"`
+}
+
 // Log streams.
 const (
 	StreamStdout = "stdout"

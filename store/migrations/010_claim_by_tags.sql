@@ -1,4 +1,4 @@
--- Vigil schema, version 9: claims seek queued work by tag set
+-- Vigil schema, version 10: claims seek queued work by tag set
 -- (docs/design.md §4 claim; adr/0018-claim-and-completion-protocol.md).
 --
 -- The claim used to walk ti_queued_idx oldest first and filter on

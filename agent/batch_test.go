@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// TestCompletionsEndingDuringABatchTravelTogether: while a batch is held
+// in flight, the completions of two more tasks queue behind it and go in
+// one request; until the server answers, their slots stay taken.
+func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	hold := make(chan struct{})
+	f.holdBatch = hold
+	srv := f.serve()
+	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.Capacity = 3 })
+	gate := filepath.Join(t.TempDir(), "gate")
+	first := f.enqueue(0, nil, "true")
+	waiters := []protocol.ClaimedTask{
+		f.enqueue(0, map[string]string{"GATE": gate}, sh(`while [ ! -e "$GATE" ]; do sleep 0.01; done`)...),
+		f.enqueue(0, map[string]string{"GATE": gate}, sh(`while [ ! -e "$GATE" ]; do sleep 0.01; done`)...),
+	}
+	queued := func(n int) func() bool {
+		return func() bool {
+			a.batchMu.Lock()
+			defer a.batchMu.Unlock()
+			return len(a.batch) == n
+		}
+	}
+	// The first completion is in flight (held), none queued behind it.
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.completing == 1 && len(a.attempts) == 2
+	}, 5*time.Second, 5*time.Millisecond, "the first task ended and its completion is in flight")
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	require.Eventually(t, queued(2), 5*time.Second, 5*time.Millisecond, "both waiters' completions queue behind the held batch")
+	a.mu.Lock()
+	assert.Equal(t, 0, a.cfg.Capacity-len(a.attempts)-a.completing, "no slot is free before the server answers")
+	a.mu.Unlock()
+	close(hold)
+	for _, task := range append(waiters, first) {
+		c := f.waitCompletion(task.AttemptID, 5*time.Second)
+		assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Equal(t, []int{1, 2}, f.batches, "the held one, then the two that ended meanwhile")
+	for _, task := range append(waiters, first) {
+		assert.Equal(t, 1, f.completeHit[task.AttemptID], "each completion sent once")
+	}
+}
+
+// TestCompletionsFallBackToTheSingleRoute: against a server without the
+// batch route, the agent sends each completion on the single route.
+func TestCompletionsFallBackToTheSingleRoute(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.noBatches = true
+	srv := f.serve()
+	a := startAgent(t, []string{srv.URL}, nil)
+	for range 2 {
+		task := f.enqueue(0, nil, "true")
+		c := f.waitCompletion(task.AttemptID, 5*time.Second)
+		assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	}
+	assert.True(t, a.noBatch.Load(), "the agent stopped trying the batch route")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Empty(t, f.batches)
+}

@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"errors"
+	"sort"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// TestCompleteBatchRefusesAStaleAttemptAlone: one batch carries two
+// current successes, a success for an attempt that is not current, a
+// current failure with a retry left, and another agent's attempt. The
+// stale and the foreign items are refused each with its own error while
+// the others apply, each with its event, and the run is marked for the
+// scheduler.
+func TestCompleteBatchRefusesAStaleAttemptAlone(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
+	require.NoError(t, err)
+	other, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "other", Capacity: 10})
+	require.NoError(t, err)
+	e.apply("dag_id: b\ntasks:\n" +
+		"  - {id: a, command: [\"true\"]}\n  - {id: b, command: [\"true\"]}\n  - {id: c, command: [\"true\"]}\n" +
+		"  - {id: d, command: [\"true\"], retries: 1}\n  - {id: e, command: [\"true\"]}\n")
+	runID := e.trigger("b")
+	e.tick()
+	mine, err := e.st.Claim(e.ctx, agentID, 4)
+	require.NoError(t, err)
+	require.Len(t, mine, 4)
+	theirs, err := e.st.Claim(e.ctx, other, 1)
+	require.NoError(t, err)
+	require.Len(t, theirs, 1)
+	sort.Slice(mine, func(i, j int) bool { return mine[i].TaskID < mine[j].TaskID })
+	byTask := map[string]store.Attempt{}
+	for _, c := range append(mine, theirs...) {
+		byTask[c.TaskID] = c.Attempt
+	}
+	_, err = e.raw.Exec(e.ctx, `DELETE FROM run_dirty`)
+	require.NoError(t, err)
+
+	zero, one := 0, 1
+	stale := store.Attempt{TIID: byTask["b"].TIID, AttemptID: uuid.NewString()}
+	res := e.st.CompleteBatch(e.ctx, agentID, []store.Completion{
+		{Attempt: byTask["a"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: stale, Outcome: store.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["c"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["d"], Outcome: store.OutcomeFailed, ExitCode: &one},
+		{Attempt: byTask["e"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+	})
+	require.Len(t, res, 5)
+	assert.NoError(t, res[0].Err)
+	assert.Equal(t, state.TISuccess, res[0].State)
+	var staleErr *store.StaleAttemptError
+	require.True(t, errors.As(res[1].Err, &staleErr), "%v", res[1].Err)
+	assert.Equal(t, store.StopSuperseded, staleErr.Reason)
+	assert.NoError(t, res[2].Err)
+	assert.Equal(t, state.TISuccess, res[2].State)
+	assert.NoError(t, res[3].Err)
+	assert.Equal(t, state.TIUpForRetry, res[3].State)
+	assert.ErrorIs(t, res[4].Err, store.ErrForbidden, "another agent's attempt")
+
+	states := map[string]string{}
+	rows, err := e.raw.Query(e.ctx, `SELECT task_id, state FROM task_instances WHERE run_id = $1`, runID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, st string
+		require.NoError(t, rows.Scan(&id, &st))
+		states[id] = st
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, map[string]string{"a": "success", "b": "running", "c": "success", "d": "up_for_retry", "e": "running"}, states)
+	assert.Equal(t, 1, e.count(`SELECT count(*) FROM task_instances WHERE id = $1 AND attempt_id = $2`, byTask["b"].TIID, byTask["b"].AttemptID),
+		"the stale item left the current attempt alone")
+	assert.Equal(t, 2, e.count(`SELECT count(*) FROM events WHERE run_id = $1 AND kind = 'ti_success' AND message LIKE 'try 1 succeeded'`, runID))
+	assert.Equal(t, 1, e.count(`SELECT count(*) FROM events WHERE run_id = $1 AND kind = 'ti_up_for_retry'`, runID))
+	assert.Positive(t, e.count(`SELECT count(*) FROM run_dirty WHERE run_id = $1`, runID), "the run is marked for the scheduler")
+
+	// A replay of the whole batch changes nothing: every item is stale now
+	// or foreign.
+	res = e.st.CompleteBatch(e.ctx, agentID, []store.Completion{
+		{Attempt: byTask["a"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["c"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+	})
+	for i, r := range res {
+		assert.True(t, errors.As(r.Err, &staleErr), "item %d: %v", i, r.Err)
+	}
+	assert.Equal(t, 2, e.count(`SELECT count(*) FROM events WHERE run_id = $1 AND kind = 'ti_success'`, runID))
+}
