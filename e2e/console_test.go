@@ -173,6 +173,23 @@ func TestConsoleInABrowser(t *testing.T) {
 		assert.EqualValues(t, 42, runs.Runs[0].Conf["rows"], "the run was triggered with rows=42")
 	})
 
+	t.Run("laptop width: no page scrolls sideways", func(t *testing.T) {
+		b := b.on(t)
+		b.run("a 1024 px window", chromedp.EmulateViewport(1024, 700))
+		defer b.run("back to 1280 px", chromedp.EmulateViewport(1280, 860))
+		for _, page := range []struct{ route, sel string }{
+			{"#/runs", "#runs tbody tr"}, {"#/runs/1", "#graph svg"}, {"#/cluster", "#replicas tr[data-replica]"},
+			{"#/agents", "#agents tr[data-agent]"}, {"#/at-risk", "#risk-queued"},
+		} {
+			b.open(lite.URL, page.route, page.sel)
+			var fits bool
+			b.eval(`document.documentElement.scrollWidth <= window.innerWidth`, &fits)
+			assert.True(t, fits, "%s is wider than a 1024 px window", page.route)
+		}
+		b.open(lite.URL, "#/runs/3", "#events")
+		b.shot("run-detail-1024px")
+	})
+
 	t.Run("a viewer cannot cancel", func(t *testing.T) {
 		b := b.on(t)
 		run, _ := triggerJSON(t, lite, "gpu", false)
