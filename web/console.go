@@ -51,8 +51,12 @@ func Handler() func(w http.ResponseWriter, r *http.Request) (ok bool) {
 		if r.URL.Path != "/" && !strings.HasPrefix(r.URL.Path, "/ui/") {
 			return false
 		}
-		if _, err := fs.Stat(root(), strings.TrimPrefix(r.URL.Path, "/")); r.URL.Path != "/" && err != nil {
-			return false
+		if r.URL.Path != "/" {
+			// Files only: no directory listings, nothing that is not there.
+			st, err := fs.Stat(root(), strings.TrimPrefix(r.URL.Path, "/"))
+			if err != nil || st.IsDir() {
+				return false
+			}
 		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)

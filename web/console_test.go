@@ -62,6 +62,7 @@ func TestHandlerServesTheConsoleOnly(t *testing.T) {
 	}
 	for _, c := range []struct{ method, path string }{
 		{http.MethodGet, "/nope"}, {http.MethodGet, "/ui/missing.js"}, {http.MethodPost, "/"}, {http.MethodGet, "/v1/runs"},
+		{http.MethodGet, "/ui/"}, {http.MethodGet, "/ui/pages/"}, {http.MethodGet, "/ui"},
 	} {
 		_, ok = get(c.method, c.path)
 		assert.False(t, ok, "%s %s is not the console's", c.method, c.path)
