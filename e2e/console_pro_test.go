@@ -50,6 +50,7 @@ func TestConsoleFromAProFollower(t *testing.T) {
 	getJSONFrom(t, lead.url, "/v1/cluster", &fromLeader)
 	assert.Equal(t, lead.id, fromLeader.Leader)
 	assert.Contains(t, b.text("#leader"), fmt.Sprint(fromLeader.Epoch), "the follower shows the leader's epoch")
+	b.waitFor("the leader's reapers, as it published them", `#reapers tr[data-reaper="orphan"]`)
 	b.shot("pro-cluster-from-follower")
 
 	var leaderView protocol.RunDetail

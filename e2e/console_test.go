@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +122,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		b := b.on(t)
 		b.open(lite.URL, "#/cluster", "#th-agent_lost")
 		b.waitFor("a replica row", `#replicas tr[data-replica]`)
+		b.waitFor("the agent-lost reaper's last sweep", `#reapers tr[data-reaper="agent_lost"]`)
+		assert.Regexp(t, `agent_lost\s*1$`, strings.TrimSpace(b.text(`#decisions tr[data-decision-count="agent_lost"]`)),
+			"the leader counted the one agent_lost decision")
 		b.run("set agent-lost to 1s", setValue("#th-agent_lost", "1s"))
 		b.run("save", clickSel(`#thresholds button[type="submit"]`))
 		b.waitFor("the field is marked", `#th-agent_lost.field-error`)
