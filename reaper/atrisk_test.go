@@ -1,0 +1,104 @@
+package reaper_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
+)
+
+// AtRisk, on a stepped clock: a heartbeat two intervals old is not at
+// risk; one overdue by more than an interval is, with the time left
+// before agent_lost, and a sweep at that moment reaps nothing; once the
+// threshold passes, the sweep reaps exactly the task instances AtRisk
+// listed, with the decision it named.
+func TestAtRiskListsWhatTheSweepLaterReaps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply(twoTasks)
+	runID := e.trigger("two")
+	agent := e.register("host-3", nil, 4)
+	tasks := e.claim(agent, 2)
+	require.Len(t, tasks, 2)
+	e.started(agent, tasks...)
+	const hb = 15 * time.Second
+	base := e.dbNow()
+	term := e.oldTerm()
+
+	e.clock.Set(base.Add(2*hb - time.Second))
+	risk, err := e.reapers.AtRisk(e.ctx, &term, hb)
+	require.NoError(t, err)
+	assert.Empty(t, risk.Running, "overdue by less than one interval")
+
+	e.clock.Set(base.Add(40 * time.Second))
+	risk, err = e.reapers.AtRisk(e.ctx, &term, hb)
+	require.NoError(t, err)
+	require.Len(t, risk.Running, 2)
+	var listed []int64
+	for _, r := range risk.Running {
+		listed = append(listed, r.TIID)
+		assert.Equal(t, runID, r.RunID)
+		assert.InDelta(t, (e.th.AgentLost - 40*time.Second).Seconds(), r.TimeLeft.D().Seconds(), 1)
+		assert.InDelta(t, (40*time.Second - hb).Seconds(), r.Overdue.D().Seconds(), 1)
+		assert.Equal(t, metrics.DecisionAgentLost, r.Decision)
+		assert.Contains(t, r.Outcome, "silent for 40s")
+	}
+	assert.Empty(t, risk.Grace, "an old term holds nothing back")
+	assert.Empty(t, e.sweepAt(base.Add(40*time.Second), term).Candidates, "at risk is not reaped yet")
+
+	e.clock.Set(base.Add(e.th.AgentLost + time.Second))
+	risk, err = e.reapers.AtRisk(e.ctx, &term, hb)
+	require.NoError(t, err)
+	require.Len(t, risk.Running, 2)
+	assert.Zero(t, risk.Running[0].TimeLeft, "past the threshold: the next sweep acts")
+	rep := e.sweepAt(base.Add(e.th.AgentLost+time.Second), term)
+	var reaped []int64
+	for _, c := range rep.Candidates {
+		require.True(t, c.Applied)
+		assert.Equal(t, metrics.DecisionAgentLost, c.Decision)
+		reaped = append(reaped, *c.TIID)
+	}
+	slices.Sort(listed)
+	slices.Sort(reaped)
+	assert.Equal(t, listed, reaped, "the sweep reaped what AtRisk listed")
+}
+
+// A follower does not know the leader's grace, and says so.
+func TestAtRiskOnAFollowerSaysTheGraceIsUnknown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.clock.Set(e.dbNow())
+	risk, err := e.reapers.AtRisk(e.ctx, nil, 15*time.Second)
+	require.NoError(t, err)
+	require.Len(t, risk.Grace, 1)
+	assert.Contains(t, risk.Grace[0].Message, "does not lead")
+	assert.Equal(t, []protocol.AtRiskRunning{}, risk.Running)
+}
+
+// LastSweeps keeps each reaper's last real pass, in Names order, at the
+// sweep's clock; a dry run is not a sweep.
+func TestLastSweepsRecordsRealPassesOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	assert.Empty(t, e.reapers.LastSweeps())
+	at := e.dbNow().Add(time.Minute)
+	e.sweepAt(at, e.oldTerm())
+	sweeps := e.reapers.LastSweeps()
+	require.Len(t, sweeps, len(reaper.Names()))
+	for i, sw := range sweeps {
+		assert.Equal(t, reaper.Names()[i], sw.Reaper)
+		assert.True(t, sw.At.Equal(at), "%s swept at the reaper clock", sw.Reaper)
+		assert.Positive(t, sw.Duration.D())
+	}
+	e.clock.Set(at.Add(time.Hour))
+	_, err := e.reapers.DryRun(e.ctx, e.oldTerm())
+	require.NoError(t, err)
+	assert.True(t, e.reapers.LastSweeps()[0].At.Equal(at), "a dry run is not recorded")
+}
