@@ -108,6 +108,8 @@ func (p *planeOpts) validate() error {
 		return err
 	}
 	switch {
+	case p.viewerToken != "" && (p.viewerToken == p.operatorToken || p.viewerToken == p.agentToken):
+		return usageError("--viewer-token: must differ from --operator-token and --agent-token, or the read-only role could change state")
 	case p.heartbeatInterval < time.Second || p.heartbeatInterval > 2*time.Minute:
 		return usageError("--heartbeat-interval: %s is outside 1s..2m", p.heartbeatInterval)
 	case p.tickInterval < 10*time.Millisecond || p.tickInterval > time.Minute:
