@@ -131,11 +131,14 @@ func (s *Store) LeaderTx(ctx context.Context, epoch int64, fn func(tx Tx) error)
 }
 
 // checkFence locks the fence row FOR SHARE and returns a *FencedError
-// unless it holds epoch.
+// unless it holds epoch. The same statement sets the transaction-local
+// vigil.epoch, which events.epoch defaults to (migration 011), so every
+// event the transaction writes records the term that wrote it.
 func checkFence(ctx context.Context, tx pgx.Tx, epoch int64) error {
 	var cur int64
 	var holder *string
-	err := tx.QueryRow(ctx, `SELECT epoch, holder FROM leader_fence WHERE name = $1 FOR SHARE`, FenceName).Scan(&cur, &holder)
+	err := tx.QueryRow(ctx, `SELECT epoch, holder, set_config('vigil.epoch', $2::bigint::text, true)
+		FROM leader_fence WHERE name = $1 FOR SHARE`, FenceName, epoch).Scan(&cur, &holder, nil)
 	if err != nil {
 		return fmt.Errorf("check fence: %w", err)
 	}
