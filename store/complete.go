@@ -56,6 +56,10 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 // Leoflow #1124).
 //
 // late reports such an accepted late completion, with newState success.
+// A success for a reaped attempt whose TI has since been claimed again
+// changes nothing either, and is recorded the same way (it is not the
+// current attempt, but it must not be dropped silently: docs/reliability.md,
+// invariant 4).
 // Once the run has ended, such a success changes nothing: it is recorded
 // on the TI's attempt history (a late_completion_recorded event; see
 // TaskInstance.Late) and Complete returns the TI's unchanged state with
@@ -110,6 +114,13 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			return err
 		}
 		if a.attemptID != req.AttemptID {
+			if req.Outcome == OutcomeSuccess {
+				wrote, reaped, err := recordSupersededLateTx(ctx, tx, a, agentID, req)
+				if err != nil || reaped {
+					newState, late = a.state, wrote
+					return err
+				}
+			}
 			return &StaleAttemptError{TIID: a.tiID, Reason: stopReason(a.state, a.attemptID, req.AttemptID, a.reason),
 				State: a.state}
 		}

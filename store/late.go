@@ -160,6 +160,42 @@ func recordLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) (
 	return tag.RowsAffected() == 1, nil
 }
 
+// recordSupersededLateTx records a success of attempt req.AttemptID that
+// an agent-lost or dispatch-lost reaper gave up on for agentID, after the
+// TI was claimed again (a holds the newer attempt): one
+// late_completion_recorded event on the reaped attempt, changing nothing,
+// as recordLateTx does after a run ended (adr/0014). reaped is false when
+// no such reap of that attempt by agentID exists; the caller then refuses
+// the completion as stale. wrote is false for a replay. The caller holds
+// the TI row lock. A reaper's event kind is its decision, which for these
+// two reapers is named like the reason it sets (metrics.DecisionAgentLost).
+func recordSupersededLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, agentID int64, req Completion) (wrote, reaped bool, err error) {
+	var try int
+	err = tx.QueryRow(ctx, `
+		SELECT try_number FROM events
+		 WHERE run_id = $1 AND ti_id = $2 AND attempt_id = $3::uuid AND agent_id = $4 AND kind = ANY ($5)
+		 ORDER BY id LIMIT 1`, a.runID, a.tiID, req.AttemptID, agentID,
+		[]string{string(state.ReasonAgentLost), string(state.ReasonDispatchLost)}).Scan(&try)
+	if errNoRows(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	msg := fmt.Sprintf("success of try %d arrived after try %d had been claimed; recorded only: the task instance stays with try %d (%s)",
+		try, a.tryNumber, a.tryNumber, a.state)
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+		SELECT $1, $2, $3, $4, $5::uuid, $6, $7, $8
+		 WHERE NOT EXISTS (SELECT 1 FROM events
+		                    WHERE run_id = $1 AND ti_id = $2 AND attempt_id = $5::uuid AND kind = $7)`,
+		a.runID, a.tiID, a.taskID, try, req.AttemptID, agentID, EventLateRecorded, msg)
+	if err != nil {
+		return false, true, err
+	}
+	return tag.RowsAffected() == 1, true, nil
+}
+
 // attachLate fills TaskInstance.Late for the TIs of run runID from the
 // run's late-completion events (one read of the run's events).
 func (s *Store) attachLate(ctx context.Context, runID int64, tis []TaskInstance) error {
