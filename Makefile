@@ -5,7 +5,7 @@ BIN     := bin/vigil
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 
-.PHONY: all web build run pro-demo test lint bench fuzz clean
+.PHONY: all web build run pro-demo test lint bench fuzz chaos clean
 
 all: build
 
@@ -29,8 +29,20 @@ pro-demo: build
 	BIN=$(BIN) deploy/demo/pro.sh
 
 # Integration tests start their own throwaway PostgreSQL (store/storetest).
+# The short chaos run (./chaos, docs/reliability.md) runs alongside the
+# other packages with -v, so that its seeds and report are printed.
 test: web
-	$(GO) test -count=1 -timeout 15m $(PKGS)
+	@log=$$(mktemp); \
+	$(GO) test -count=1 -timeout 10m -v ./chaos/ >"$$log" 2>&1 & chaos=$$!; \
+	$(GO) test -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v '/chaos$$'); rc=$$?; \
+	wait $$chaos; crc=$$?; grep -v '^=== ' "$$log"; rm -f "$$log"; \
+	[ $$rc -eq 0 ] && [ $$crc -eq 0 ]
+
+# The chaos suite (docs/reliability.md) against bin/vigil: CHAOS_SEED,
+# CHAOS_FAULTS and CHAOS_DURATION configure it; the report goes to
+# CHAOS_REPORT (default: in its work directory). Exit 1 on any violation.
+chaos: build
+	$(GO) run ./chaos/cmd/chaos
 
 lint:
 	$(GO) vet $(PKGS)

@@ -235,6 +235,24 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
+// StopImmediate shuts the server down with `pg_ctl stop -m immediate`:
+// every backend is killed without a checkpoint, as in a crash, and the
+// next Start recovers from the WAL. The chaos suite injects it
+// (docs/reliability.md). Like Stop it is idempotent and a server already
+// down is not an error.
+func (c *Cluster) StopImmediate(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil
+	}
+	if err := c.stopImmediate(ctx); err != nil {
+		return err
+	}
+	c.stopped = true
+	return nil
+}
+
 func (c *Cluster) initdb(ctx context.Context) error {
 	args := []string{"-D", c.dir, "-U", User, "--auth=trust", "--encoding=UTF8", "--locale=C"}
 	if c.cfg.Ephemeral {

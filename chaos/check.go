@@ -1,0 +1,338 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
+)
+
+// The invariants the checker asserts (docs/reliability.md, "Invariants").
+const (
+	InvNoLiveFailed  = "1 no live execution failed"
+	InvSLA           = "2 SLA"
+	InvFencing       = "3 fencing"
+	InvNoLostSuccess = "4 no lost completion"
+	InvLogs          = "5 logs"
+	InvLiveness      = "6 liveness"
+	InvNoDuplicate   = "7 no duplicate execution"
+)
+
+// Violation is one breach of an invariant, with where to look.
+type Violation struct {
+	Invariant string
+	At        time.Time
+	Subject   string // the attempt, TI, run, event or epoch concerned
+	Detail    string
+}
+
+// Result is one invariant's verdict: how many cases it judged and which
+// of them broke it.
+type Result struct {
+	Invariant  string
+	Checked    int
+	Excluded   int // cases out of the invariant's scope, with the reason in Notes
+	Violations []Violation
+	Notes      []string
+}
+
+// Verdict is the checker's whole output.
+type Verdict struct {
+	Results     []Result
+	ReapLatency []time.Duration // reap time minus the start of the stuck period's eligibility
+	RunLatency  []time.Duration // terminal time minus the last fault's end, runs live then
+	Failovers   []Failover
+	ReapedAlive []ReapedAlive
+}
+
+// Violations returns every violation of every invariant.
+func (v Verdict) Violations() []Violation {
+	var out []Violation
+	for _, r := range v.Results {
+		out = append(out, r.Violations...)
+	}
+	return out
+}
+
+// Check judges h against the seven invariants.
+func Check(h *History) Verdict {
+	var v Verdict
+	v.Results = append(v.Results, checkNoLiveFailed(h))
+	sla, reaps, runs := checkSLA(h)
+	v.Results = append(v.Results, sla)
+	v.ReapLatency, v.RunLatency = reaps, runs
+	v.Results = append(v.Results, checkFencing(h))
+	v.Results = append(v.Results, checkNoLostSuccess(h))
+	v.Results = append(v.Results, checkLogs(h))
+	live, fo := checkLiveness(h)
+	v.Results = append(v.Results, live)
+	v.Failovers = fo
+	dup, alive := checkNoDuplicate(h)
+	v.Results = append(v.Results, dup)
+	v.ReapedAlive = alive
+	return v
+}
+
+// indexes the checker shares.
+type index struct {
+	exec     map[string]*Execution // by attempt id
+	ti       map[int64]*TaskInstance
+	reaped   map[string]Event // attempt id -> the reaper event that failed it
+	late     map[string]bool  // attempt id -> a late success was accepted or recorded
+	timedOut map[string]Event // attempt id -> the execution-timeout backstop's event
+	byTI     map[int64][]*Execution
+	agentOf  map[string]AgentInstance
+}
+
+func newIndex(h *History) index {
+	ix := index{exec: map[string]*Execution{}, ti: map[int64]*TaskInstance{}, reaped: map[string]Event{},
+		late: map[string]bool{}, timedOut: map[string]Event{}, byTI: map[int64][]*Execution{}, agentOf: map[string]AgentInstance{}}
+	for i := range h.Executions {
+		e := &h.Executions[i]
+		ix.exec[e.AttemptID] = e
+		ix.byTI[e.TIID] = append(ix.byTI[e.TIID], e)
+	}
+	for i := range h.TIs {
+		ix.ti[h.TIs[i].ID] = &h.TIs[i]
+	}
+	for _, e := range h.Events {
+		switch e.Kind {
+		case metrics.DecisionAgentLost, metrics.DecisionDispatchLost:
+			if e.AttemptID != "" {
+				ix.reaped[e.AttemptID] = e
+			}
+		case metrics.DecisionLateCompletion, metrics.DecisionLateCompletionRecorded:
+			ix.late[e.AttemptID] = true
+		case metrics.DecisionExecutionTimeout:
+			ix.timedOut[e.AttemptID] = e
+		}
+	}
+	for _, a := range h.Agents {
+		ix.agentOf[a.Instance] = a
+	}
+	for _, list := range ix.byTI {
+		slices.SortFunc(list, func(a, b *Execution) int { return a.Start.Compare(b.Start) })
+	}
+	return ix
+}
+
+// checkNoLiveFailed: no attempt was failed by a reaper (agent_lost,
+// dispatch_lost) while its agent instance was able to heartbeat during
+// the whole agent-lost threshold before the reap (see Impaired).
+func checkNoLiveFailed(h *History) Result {
+	ix := newIndex(h)
+	r := Result{Invariant: InvNoLiveFailed}
+	for _, ev := range h.Events {
+		if ev.Kind != metrics.DecisionAgentLost && ev.Kind != metrics.DecisionDispatchLost {
+			continue
+		}
+		ex, ok := ix.exec[ev.AttemptID]
+		if !ok {
+			r.Excluded++ // never started: no execution could be live
+			continue
+		}
+		r.Checked++
+		t := ev.Committed
+		if h.ableThroughout(ex.Instance, t.Add(-h.Timing.AgentLost), t) {
+			r.Violations = append(r.Violations, Violation{InvNoLiveFailed, t, "attempt " + ev.AttemptID,
+				fmt.Sprintf("%s of TI %d (task %s try %d) on agent %s, which was able to heartbeat throughout the %s before",
+					ev.Kind, ev.TIID, ex.TaskID, ex.Try, ex.Instance, h.Timing.AgentLost)})
+		}
+	}
+	if r.Excluded > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d reaped attempts never started (no journal record)", r.Excluded))
+	}
+	return r
+}
+
+// checkSLA: (a) every run live when the last fault cleared is terminal
+// within max(threshold) + sweep + 5 s plus its DAG's fault-free duration
+// bound; (b) every agent_lost reap came within threshold + sweep + 2 s of
+// the moment its silence started to count: the latest of the start of
+// its agent's impairment, the start of the reaping leader's term, that
+// leader's last grace restart (a leader counts silence only from when it
+// could see agents) and the last moment its mass-silence brake held
+// (docs/design.md §6).
+func checkSLA(h *History) (Result, []time.Duration, []time.Duration) {
+	r := Result{Invariant: InvSLA}
+	ix := newIndex(h)
+	clear := h.lastClear()
+	var runLat, reapLat []time.Duration
+	slack := h.Timing.AgentLost + h.Timing.Sweep + 5*time.Second
+	for _, run := range h.Runs {
+		if !run.Ended.IsZero() && run.Ended.Before(clear) {
+			continue
+		}
+		r.Checked++
+		deadline := clear.Add(slack + h.RunBound[run.DAG])
+		if run.Created.After(clear) {
+			deadline = run.Created.Add(slack + h.RunBound[run.DAG])
+		}
+		if run.Ended.IsZero() {
+			r.Violations = append(r.Violations, Violation{InvSLA, deadline, fmt.Sprintf("run %d", run.ID),
+				fmt.Sprintf("run of %s still %s at the end (due by %s)", run.DAG, run.State, deadline.Format(time.RFC3339Nano))})
+			continue
+		}
+		runLat = append(runLat, run.Ended.Sub(clear))
+		if run.Ended.After(deadline) {
+			r.Violations = append(r.Violations, Violation{InvSLA, run.Ended, fmt.Sprintf("run %d", run.ID),
+				fmt.Sprintf("run of %s terminal %s after its deadline", run.DAG, run.Ended.Sub(deadline))})
+		}
+	}
+	bound := h.Timing.AgentLost + h.Timing.Sweep + 2*time.Second
+	for _, ev := range h.Events {
+		if ev.Kind != metrics.DecisionAgentLost {
+			continue
+		}
+		ex, ok := ix.exec[ev.AttemptID]
+		if !ok {
+			continue
+		}
+		due := h.impairedSince(ex.Instance, ev.Committed)
+		if due.IsZero() {
+			continue // invariant 1 reports it
+		}
+		if ts := h.termStart(ev.Epoch); ts.After(due) {
+			due = ts
+		}
+		if g := h.graceBefore(ev.Epoch, ev.Committed); g.After(due) {
+			due = g
+		}
+		if b := h.brakeBefore(ev.Epoch, ev.Committed); b.After(due) {
+			due = b
+		}
+		r.Checked++
+		lat := ev.Committed.Sub(due)
+		reapLat = append(reapLat, lat)
+		if lat > bound {
+			r.Violations = append(r.Violations, Violation{InvSLA, ev.Committed, "attempt " + ev.AttemptID,
+				fmt.Sprintf("reaped %s after it became stuck (bound %s)", lat.Round(time.Millisecond), bound)})
+		}
+	}
+	return r, reapLat, runLat
+}
+
+// graceBefore is the last grace restart that epoch's leader logged
+// before t (zero when none).
+func (h *History) graceBefore(epoch int64, t time.Time) time.Time {
+	holder := h.holderOf(epoch)
+	var last time.Time
+	for _, g := range h.Graces {
+		if g.Replica == holder && g.At.Before(t) && g.At.After(last) {
+			last = g.At
+		}
+	}
+	return last
+}
+
+// brakeBefore is the last sample before t in which epoch's leader said
+// its mass-silence brake held reaping (zero when none): silence counts,
+// for the SLA, from when the brake let go.
+func (h *History) brakeBefore(epoch int64, t time.Time) time.Time {
+	holder := h.holderOf(epoch)
+	var last time.Time
+	for _, s := range h.Leaders {
+		if s.At.Before(t) && slices.Contains(s.Braking, holder) {
+			last = s.At
+		}
+	}
+	return last
+}
+
+// holderOf is the replica that held the fence at epoch.
+func (h *History) holderOf(epoch int64) string {
+	for _, f := range h.Fence {
+		if f.Epoch == epoch {
+			return f.Holder
+		}
+	}
+	return ""
+}
+
+// termStart is when the fence moved to epoch (zero when unknown).
+func (h *History) termStart(epoch int64) time.Time {
+	for _, f := range h.Fence {
+		if f.Epoch == epoch {
+			return f.Committed
+		}
+	}
+	return time.Time{}
+}
+
+// checkNoLostSuccess: an attempt whose journal says it exited 0 while it
+// was current (no newer attempt of its TI had started) ends success on its
+// TI, or a late success was accepted or recorded for it. Out of scope: an
+// attempt whose agent was killed after the task ended, which may have
+// taken the unsent completion with it.
+func checkNoLostSuccess(h *History) Result {
+	ix := newIndex(h)
+	r := Result{Invariant: InvNoLostSuccess}
+	killed, newer, timedOut := 0, 0, 0
+	for i := range h.Executions {
+		ex := &h.Executions[i]
+		if !ex.HasEnd() || ex.Exit != 0 {
+			continue
+		}
+		if superseded(ix, ex) {
+			r.Excluded++
+			newer++
+			continue
+		}
+		if to := h.Timeouts[ex.TaskID]; to > 0 && ex.End.Sub(ex.Start) > to {
+			r.Excluded++
+			timedOut++ // it overran its execution_timeout (its agent was stopped): the timeout decides it
+			continue
+		}
+		if ev, ok := ix.timedOut[ex.AttemptID]; ok && ev.Committed.Before(ex.End) {
+			r.Excluded++
+			timedOut++ // its agent could not enforce the timeout (stopped); the backstop decided first
+			continue
+		}
+		ti := ix.ti[ex.TIID]
+		ok := ti != nil && ti.AttemptID == ex.AttemptID && ti.State == string(state.TISuccess) || ix.late[ex.AttemptID]
+		if !ok && diedWithIt(h, ix, ex) {
+			r.Excluded++
+			killed++
+			continue
+		}
+		r.Checked++
+		if !ok {
+			st := "missing"
+			if ti != nil {
+				st = fmt.Sprintf("%s (%s), attempt %s", ti.State, ti.Reason, ti.AttemptID)
+			}
+			r.Violations = append(r.Violations, Violation{InvNoLostSuccess, ex.End, "attempt " + ex.AttemptID,
+				fmt.Sprintf("task %s try %d exited 0 on %s; TI %d is %s and no late success was recorded",
+					ex.TaskID, ex.Try, ex.Instance, ex.TIID, st)})
+		}
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("out of scope: %d successes whose agent never reached the control plane again before it was killed, "+
+		"%d that ended after a newer attempt had started, %d that overran their execution timeout or ended after the backstop failed them",
+		killed, newer, timedOut))
+	return r
+}
+
+// diedWithIt reports whether ex's agent was killed before it could have
+// reported what ex left behind: it never became able again after ex
+// ended, or was killed within the reconnect bound of becoming able.
+func diedWithIt(h *History, ix index, ex *Execution) bool {
+	back := h.ableAgain(ex.Instance, ex.End)
+	if back.IsZero() {
+		return true
+	}
+	a := ix.agentOf[ex.Instance]
+	return a.Killed && a.Ended.Before(back.Add(h.Timing.ReconnectBound()))
+}
+
+// superseded reports whether another attempt of ex's TI started after ex
+// and before ex ended.
+func superseded(ix index, ex *Execution) bool {
+	for _, o := range ix.byTI[ex.TIID] {
+		if o.AttemptID != ex.AttemptID && o.Start.After(ex.Start) && o.Start.Before(ex.End) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,364 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/vigil-sched/vigil/store/pgcluster"
+)
+
+// Tokens of the chaos cluster (loopback only).
+const (
+	agentToken    = "chaos-agent-token"
+	operatorToken = "chaos-operator-token"
+)
+
+// cluster is the real Pro cluster under test: an embedded etcd, a private
+// PostgreSQL, three `vigil server` replicas and agent processes, every
+// replica's database link and every agent's link to every replica
+// through its own toxiproxy proxy.
+type cluster struct {
+	cfg  Config
+	dir  string
+	tox  *toxiproxy.ApiServer
+	rec  *recorder
+	mu   sync.Mutex // guards etcd, pg and the procs below
+	etcd *embed.Etcd
+	// etcdClient, etcdPeer are fixed so a restart listens where replicas
+	// look.
+	etcdClient, etcdPeer url.URL
+	pg                   *pgcluster.Cluster
+	pgCfg                pgcluster.Config
+	replicas             []*replica
+	agents               []*agentSlot
+}
+
+// replica is one `vigil server`.
+type replica struct {
+	id      string
+	url     string // direct, for the operator and the harness
+	args    []string
+	dbProxy *toxiproxy.Proxy
+	proc    *proc
+	starts  int
+}
+
+// agentSlot is one agent position: the process currently in it, its
+// links (one proxy per replica) and its tags.
+type agentSlot struct {
+	slot     int
+	name     string
+	tags     []string
+	links    []*toxiproxy.Proxy
+	proc     *proc
+	instance string
+	starts   int
+}
+
+// agentTags gives every required tag set two agents or more, so one
+// impaired agent never starves a task (see workload.go).
+var agentTags = [][]string{{"gpu"}, {"gpu", "ssd"}, {"ssd"}, {}, {"gpu"}, {"ssd"}}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startCluster starts everything and waits for a leader.
+func startCluster(ctx context.Context, cfg Config, rec *recorder) (*cluster, error) {
+	c := &cluster{cfg: cfg, dir: cfg.WorkDir, rec: rec}
+	logger := zerolog.Nop()
+	c.tox = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), logger)
+	if err := c.startEtcd(); err != nil {
+		return c, err
+	}
+	if err := c.startPostgres(ctx); err != nil {
+		return c, err
+	}
+	for i := 1; i <= 3; i++ {
+		if err := c.addReplica(i); err != nil {
+			return c, err
+		}
+	}
+	if err := c.waitServing(ctx); err != nil {
+		return c, err
+	}
+	if err := installFenceHistory(ctx, c.pg.URL(pgcluster.DefaultDBName)); err != nil {
+		return c, err
+	}
+	for i := 0; i < cfg.Agents; i++ {
+		if err := c.addAgent(i); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (c *cluster) startEtcd() error {
+	for _, u := range []*url.URL{&c.etcdClient, &c.etcdPeer} {
+		a, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		*u = url.URL{Scheme: "http", Host: a}
+	}
+	return c.runEtcd()
+}
+
+// runEtcd starts the embedded etcd on the cluster's fixed URLs and data
+// directory (a restart keeps its data, leases included).
+func (c *cluster) runEtcd() error {
+	ec := embed.NewConfig()
+	ec.Name = "chaos"
+	ec.Dir = filepath.Join(c.dir, "etcd")
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{c.etcdClient}, []url.URL{c.etcdClient}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{c.etcdPeer}, []url.URL{c.etcdPeer}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.LogLevel = "error"
+	ec.LogOutputs = []string{filepath.Join(c.dir, "etcd.log")}
+	var e *embed.Etcd
+	var err error
+	for try := 0; try < 20; try++ { // the old listeners may take a moment to close
+		if e, err = embed.StartEtcd(ec); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("start etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return fmt.Errorf("etcd not ready within 30s")
+	}
+	c.etcd = e
+	return nil
+}
+
+func (c *cluster) stopEtcd() {
+	if c.etcd != nil {
+		c.etcd.Close()
+		c.etcd = nil
+	}
+}
+
+// startPostgres starts the private cluster, durable (a crash must not lose
+// a commit: an immediate shutdown is one of the faults) and with commit
+// timestamps on, which the fencing check reads.
+func (c *cluster) startPostgres(ctx context.Context) error {
+	c.pgCfg = pgcluster.Config{Dir: filepath.Join(c.dir, "pg")}
+	pg, err := pgcluster.Start(ctx, c.pgCfg)
+	if err != nil {
+		return err
+	}
+	c.pg, c.pgCfg.Port = pg, pg.Port()
+	if err := execSQL(ctx, pg.URL(pgcluster.DefaultDBName), `ALTER SYSTEM SET track_commit_timestamp = on`); err != nil {
+		return err
+	}
+	if err := pg.Stop(ctx); err != nil {
+		return err
+	}
+	c.pg, err = pgcluster.Start(ctx, c.pgCfg)
+	return err
+}
+
+// restartPostgres stops PostgreSQL (fast or immediate) and starts it again
+// after hold.
+func (c *cluster) restartPostgres(ctx context.Context, immediate bool, hold time.Duration) error {
+	var err error
+	if immediate {
+		err = c.pg.StopImmediate(ctx)
+	} else {
+		err = c.pg.Stop(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	time.Sleep(hold)
+	c.pg, err = pgcluster.Start(ctx, c.pgCfg)
+	return err
+}
+
+// proxy creates and starts a toxiproxy proxy to upstream.
+func (c *cluster) proxy(name, upstream string) (*toxiproxy.Proxy, error) {
+	p := toxiproxy.NewProxy(c.tox, name, "127.0.0.1:0", upstream)
+	if err := c.tox.Collection.Add(p, true); err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func (c *cluster) addReplica(i int) error {
+	id := fmt.Sprintf("r%d", i)
+	dbp, err := c.proxy("db-"+id, fmt.Sprintf("127.0.0.1:%d", c.pg.Port()))
+	if err != nil {
+		return err
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	t := c.cfg.Timing
+	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pgcluster.User, dbp.Listen, pgcluster.DefaultDBName)
+	r := &replica{id: id, url: "http://" + listen, dbProxy: dbp, args: []string{"server",
+		"--database-url", dbURL, "--etcd-endpoints", c.etcdClient.String(), "--listen", listen,
+		"--replica-id", id, "--agent-token", agentToken, "--operator-token", operatorToken, "--log-format", "json",
+		"--election-ttl", t.ElectionTTL.String(), "--tick-interval", t.Tick.String(),
+		"--heartbeat-interval", t.HeartbeatInterval.String(), "--agent-lost-threshold", t.AgentLost.String(),
+		"--sweep-interval", t.Sweep.String(), "--orphan-threshold", "10s", "--dispatch-lost-threshold", "2m"}}
+	c.replicas = append(c.replicas, r)
+	return c.startReplica(r)
+}
+
+func (c *cluster) startReplica(r *replica) error {
+	r.starts++
+	name := fmt.Sprintf("server-%s-%d", r.id, r.starts)
+	p, err := startProc(c.cfg.VigilBin, name, filepath.Join(c.dir, name+".log"), filepath.Join(c.dir, "tmp", name), r.args...)
+	if err != nil {
+		return err
+	}
+	r.proc = p
+	return nil
+}
+
+// waitServing waits until every replica answers /readyz and one leads.
+func (c *cluster) waitServing(ctx context.Context) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		ready := 0
+		for _, r := range c.replicas {
+			if httpOK(r.url + "/readyz") {
+				ready++
+			}
+		}
+		if ready == len(c.replicas) && c.leader() != nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the replicas were not serving with a leader within 90s (logs in %s)", c.dir)
+}
+
+// leader is the replica whose /metrics says vigil_leader 1, if exactly one.
+func (c *cluster) leader() *replica {
+	var l *replica
+	n := 0
+	for _, r := range c.replicas {
+		if leads, _, ok := scrapeLeader(r.url); ok && leads {
+			l = r
+			n++
+		}
+	}
+	if n != 1 {
+		return nil
+	}
+	return l
+}
+
+func (c *cluster) addAgent(slot int) error {
+	a := &agentSlot{slot: slot, name: fmt.Sprintf("agent-%d", slot), tags: agentTags[slot%len(agentTags)]}
+	for _, r := range c.replicas {
+		p, err := c.proxy(fmt.Sprintf("a%d-%s", slot, r.id), strings.TrimPrefix(r.url, "http://"))
+		if err != nil {
+			return err
+		}
+		a.links = append(a.links, p)
+	}
+	c.agents = append(c.agents, a)
+	return c.startAgent(a, false)
+}
+
+// startAgent starts the slot's agent; rename gives it a new name. Its
+// server list starts with a different replica per slot, so every replica
+// has agents attached first.
+func (c *cluster) startAgent(a *agentSlot, rename bool) error {
+	a.starts++
+	if rename {
+		a.name = fmt.Sprintf("agent-%d-r%d", a.slot, a.starts)
+	}
+	var servers []string
+	for i := range a.links {
+		servers = append(servers, "http://"+a.links[(a.slot+i)%len(a.links)].Listen)
+	}
+	a.instance = fmt.Sprintf("a%d-%d", a.slot, a.starts)
+	args := []string{"agent", "--server", strings.Join(servers, ","), "--token", agentToken, "--name", a.name,
+		"--capacity", "3", "--log-format", "json", "--drain-timeout", "2s", "--kill-grace", c.cfg.Timing.KillGrace.String()}
+	if len(a.tags) > 0 {
+		args = append(args, "--tags", strings.Join(a.tags, ","))
+	}
+	p, err := startProc(c.cfg.VigilBin, a.instance, filepath.Join(c.dir, "agent-"+a.instance+".log"),
+		filepath.Join(c.dir, "tmp", a.instance), args...)
+	if err != nil {
+		return err
+	}
+	a.proc = p
+	c.rec.agentStarted(a.instance, a.name)
+	return nil
+}
+
+// attachedTo is the replica index that slot's agent tries first.
+func (a *agentSlot) attachedTo(replicas int) int { return a.slot % replicas }
+
+// stop ends everything the cluster started: agents (and their tasks),
+// replicas, PostgreSQL, etcd and the proxies.
+func (c *cluster) stop(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range c.agents {
+		if a.proc != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); a.proc.stop(5 * time.Second); a.proc.killStragglers() }()
+		}
+	}
+	wg.Wait()
+	for _, a := range c.agents {
+		if a.proc != nil {
+			c.rec.agentEnded(a.instance, a.proc.killed)
+		}
+	}
+	for _, r := range c.replicas {
+		if r.proc != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); r.proc.stop(10 * time.Second) }()
+		}
+	}
+	wg.Wait()
+	if c.tox != nil {
+		_ = c.tox.Collection.Clear()
+	}
+	if c.pg != nil {
+		_ = c.pg.Stop(ctx)
+	}
+	c.stopEtcd()
+}
+
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+var _ = os.Getpid

@@ -1,0 +1,194 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// fenceHistorySQL records every committed move of the leader fence in
+// chaos_fence_history, from a trigger in the moving transaction, so the
+// row's commit timestamp is the move's. It is the harness's own
+// instrument, not part of Vigil's schema.
+const fenceHistorySQL = `
+CREATE TABLE IF NOT EXISTS chaos_fence_history (
+    id     bigserial PRIMARY KEY,
+    epoch  bigint NOT NULL,
+    holder text
+);
+CREATE OR REPLACE FUNCTION chaos_fence_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO chaos_fence_history (epoch, holder) VALUES (NEW.epoch, NEW.holder);
+    RETURN NEW;
+END $$;
+DROP TRIGGER IF EXISTS chaos_fence_moved ON leader_fence;
+CREATE TRIGGER chaos_fence_moved AFTER UPDATE OF epoch ON leader_fence
+    FOR EACH ROW WHEN (OLD.epoch IS DISTINCT FROM NEW.epoch) EXECUTE FUNCTION chaos_fence_moved();
+INSERT INTO chaos_fence_history (epoch, holder) SELECT epoch, holder FROM leader_fence WHERE epoch > 0;
+`
+
+func execSQL(ctx context.Context, url, sql string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// installFenceHistory installs the fence trigger once the replicas have
+// migrated the schema (the fence may already have moved: that first move
+// is recorded by the INSERT).
+func installFenceHistory(ctx context.Context, url string) error {
+	if err := execSQL(ctx, url, fenceHistorySQL); err != nil {
+		return fmt.Errorf("install the fence history trigger: %w", err)
+	}
+	return nil
+}
+
+// droppedRe reads the dropped count from a gap marker (agent/outbox.go).
+var droppedRe = regexp.MustCompile(`\((\d+) dropped\) ---$`)
+
+// collect reads Vigil's rows into h.
+func collect(ctx context.Context, url string, h *History) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	rows, _ := conn.Query(ctx, `
+		SELECT id, run_id, coalesce(ti_id, 0), kind, coalesce(attempt_id::text, ''), coalesce(try_number, 0),
+		       coalesce(epoch, 0), created_at, pg_xact_commit_timestamp(xmin)
+		  FROM events ORDER BY id`)
+	h.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := r.Scan(&e.ID, &e.RunID, &e.TIID, &e.Kind, &e.AttemptID, &e.Try, &e.Epoch, &e.Created, &e.Committed)
+		return e, err
+	})
+	if err != nil {
+		return fmt.Errorf("read events: %w", err)
+	}
+	rows, _ = conn.Query(ctx, `
+		SELECT id, run_id, task_id, state, coalesce(reason, ''), coalesce(attempt_id::text, ''), try_number
+		  FROM task_instances ORDER BY id`)
+	h.TIs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TaskInstance, error) {
+		var t TaskInstance
+		err := r.Scan(&t.ID, &t.RunID, &t.TaskID, &t.State, &t.Reason, &t.AttemptID, &t.Try)
+		return t, err
+	})
+	if err != nil {
+		return fmt.Errorf("read task instances: %w", err)
+	}
+	rows, _ = conn.Query(ctx, `SELECT id, dag_id, state, queued_at, end_date FROM runs ORDER BY id`)
+	h.Runs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (RunRow, error) {
+		var run RunRow
+		var end *time.Time
+		err := r.Scan(&run.ID, &run.DAG, &run.State, &run.Created, &end)
+		if end != nil {
+			run.Ended = *end
+		}
+		return run, err
+	})
+	if err != nil {
+		return fmt.Errorf("read runs: %w", err)
+	}
+	rows, _ = conn.Query(ctx, `SELECT epoch, coalesce(holder, ''), pg_xact_commit_timestamp(xmin)
+		FROM chaos_fence_history ORDER BY id`)
+	h.Fence, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (FenceChange, error) {
+		var f FenceChange
+		var ts *time.Time
+		err := r.Scan(&f.Epoch, &f.Holder, &ts)
+		if ts != nil {
+			f.Committed = *ts
+		}
+		return f, err
+	})
+	if err != nil {
+		return fmt.Errorf("read the fence history: %w", err)
+	}
+	return collectLogs(ctx, conn, h)
+}
+
+func collectLogs(ctx context.Context, conn *pgx.Conn, h *History) error {
+	h.Logs = map[string]AttemptLogs{}
+	rows, err := conn.Query(ctx, `SELECT attempt_id::text, stream, ts, line FROM task_logs ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, stream, line string
+		var ts time.Time
+		if err := rows.Scan(&id, &stream, &ts, &line); err != nil {
+			return err
+		}
+		l := h.Logs[id]
+		if stream == protocol.StreamSystem {
+			if m := droppedRe.FindStringSubmatch(line); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				l.Dropped += n
+				l.Markers = append(l.Markers, ts)
+			}
+		} else {
+			l.Received++
+			if !strings.HasPrefix(line, "line ") && len(l.Odd) < 3 {
+				l.Odd = append(l.Odd, stream+": "+line)
+			}
+		}
+		h.Logs[id] = l
+	}
+	return rows.Err()
+}
+
+// graceRestartMsg is the stall detector's log message (scheduler/stall.go).
+const graceRestartMsg = "agent-lost grace restarted: agents could not report meanwhile"
+
+// collectGraces reads every replica's log (server-<id>-<n>.log in dir)
+// for grace restarts.
+func collectGraces(dir string) ([]GraceRestart, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "server-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	var out []GraceRestart
+	for _, path := range files {
+		id := strings.Split(strings.TrimPrefix(filepath.Base(path), "server-"), "-")[0]
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if !bytes.Contains(sc.Bytes(), []byte(graceRestartMsg)) {
+				continue
+			}
+			var rec struct {
+				Msg        string    `json:"msg"`
+				GraceStart time.Time `json:"grace_start"`
+			}
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == graceRestartMsg {
+				out = append(out, GraceRestart{Replica: id, At: rec.GraceStart})
+			}
+		}
+		err = sc.Err()
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,284 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5"
+)
+
+// inject runs the plan: each fault at its offset from begin, applied, held
+// and reverted, and recorded with its real span. It returns once every
+// fault has been reverted.
+func (c *cluster) inject(ctx context.Context, plan []Fault, begin time.Time, logf func(string, ...any)) {
+	var wg sync.WaitGroup
+	for _, f := range plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(begin.Add(f.At))):
+			}
+			rec, err := c.apply(ctx, f)
+			if err != nil {
+				logf("fault %d %s: %v", f.Seq, f.Kind, err)
+				return
+			}
+			c.rec.fault(rec)
+			logf("fault %3d %-27s %-8s %s..%s %s", f.Seq, f.Kind, rec.Target, rec.Start.Format("15:04:05.000"),
+				rec.End.Format("15:04:05.000"), rec.Detail)
+		}()
+	}
+	wg.Wait()
+}
+
+// apply injects f, waits its hold, reverts it and returns its record.
+func (c *cluster) apply(ctx context.Context, f Fault) (FaultRecord, error) {
+	rec := FaultRecord{Kind: f.Kind}
+	switch {
+	case f.Kind.agentKind():
+		return c.applyAgent(ctx, f, rec)
+	case f.Kind == PostgresFast || f.Kind == PostgresImmediate:
+		rec.Target, rec.Start = "postgres", time.Now()
+		err := c.restartPostgres(ctx, f.Kind == PostgresImmediate, f.Hold)
+		rec.End = time.Now()
+		return rec, err
+	case f.Kind == EtcdRestart:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		rec.Target, rec.Start = "etcd", time.Now()
+		c.stopEtcd()
+		time.Sleep(f.Hold)
+		err := c.runEtcd()
+		rec.End = time.Now()
+		return rec, err
+	case f.Kind == DatabaseSlow:
+		rec.Target, rec.Detail = "postgres", f.Delay.String()
+		var links []*toxiproxy.Proxy
+		for _, r := range c.replicas {
+			links = append(links, r.dbProxy)
+		}
+		rec.Start = time.Now()
+		err := hold(links, latencyToxics("lat", f.Delay), f.Hold)
+		rec.End = time.Now()
+		return rec, err
+	}
+	return c.applyReplica(ctx, f, rec)
+}
+
+func (c *cluster) applyAgent(ctx context.Context, f Fault, rec FaultRecord) (FaultRecord, error) {
+	a := c.agents[f.Agent%len(c.agents)]
+	rec.Target = a.instance
+	var err error
+	switch f.Kind {
+	case AgentKill:
+		rec.Start = time.Now()
+		a.proc.kill()
+		c.rec.agentEnded(a.instance, true)
+		time.Sleep(f.Hold)
+		rec.End = time.Now()
+		if f.Rename {
+			rec.Detail = "restarted under a new name"
+		}
+		err = c.startAgent(a, f.Rename)
+	case AgentStopShort, AgentStopLong:
+		rec.Start = time.Now()
+		a.proc.signal(syscall.SIGSTOP)
+		time.Sleep(f.Hold)
+		a.proc.signal(syscall.SIGCONT)
+		rec.End = time.Now()
+	case AgentPartitionShort, AgentPartitionLong:
+		rec.Detail = f.Mode
+		rec.Start = time.Now()
+		if f.Mode == "cut" {
+			err = cut(a.links, f.Hold)
+		} else {
+			err = hold(a.links, blackholeToxics, f.Hold)
+		}
+		rec.End = time.Now()
+	case AgentLatency:
+		rec.Detail = f.Delay.String()
+		rec.Start = time.Now()
+		err = hold(a.links, latencyToxics("lat", f.Delay), f.Hold)
+		rec.End = time.Now()
+	}
+	return rec, err
+}
+
+func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (FaultRecord, error) {
+	lead := c.awaitLeader(ctx, 5*time.Second)
+	target := c.replicas[f.Pick%len(c.replicas)]
+	switch f.Kind {
+	case LeaderKill, LeaderStop, LeaderStopMidTx:
+		if lead == nil {
+			return rec, fmt.Errorf("no leader to target")
+		}
+		target = lead
+	case AttachedReplicaStop, FollowerRestart:
+		if target == lead {
+			target = c.replicas[(f.Pick+1)%len(c.replicas)]
+		}
+	}
+	rec.Target = target.id
+	var err error
+	switch f.Kind {
+	case LeaderKill:
+		rec.Start = time.Now()
+		target.proc.kill()
+		time.Sleep(f.Hold)
+		rec.End = time.Now()
+		err = c.startReplica(target)
+	case LeaderStop, AttachedReplicaStop:
+		rec.Start = time.Now()
+		target.proc.signal(syscall.SIGSTOP)
+		time.Sleep(f.Hold)
+		target.proc.signal(syscall.SIGCONT)
+		rec.End = time.Now()
+	case LeaderStopMidTx:
+		err = c.stopMidTx(ctx, target, f.Hold, &rec)
+	case FollowerRestart:
+		rec.Start = time.Now()
+		target.proc.stop(10 * time.Second)
+		time.Sleep(f.Hold)
+		rec.End = time.Now()
+		err = c.startReplica(target)
+	case ReplicaDBCut:
+		rec.Detail = f.Mode
+		rec.Start = time.Now()
+		links := []*toxiproxy.Proxy{target.dbProxy}
+		if f.Mode == "cut" {
+			err = cut(links, f.Hold)
+		} else {
+			err = hold(links, blackholeToxics, f.Hold)
+		}
+		rec.End = time.Now()
+	}
+	return rec, err
+}
+
+// stopMidTx slows the leader's database link so that its transactions
+// stay open for a while, counts its leader sessions inside a transaction
+// (pg_stat_activity, application_name vigil-leader), SIGSTOPs it, lifts the
+// latency and SIGCONTs it after hold.
+func (c *cluster) stopMidTx(ctx context.Context, r *replica, d time.Duration, rec *FaultRecord) error {
+	links := []*toxiproxy.Proxy{r.dbProxy}
+	if err := addToxics(links, latencyToxics("midtx", 150*time.Millisecond)); err != nil {
+		return err
+	}
+	time.Sleep(700 * time.Millisecond)
+	open := c.leaderSessionsInTx(ctx)
+	rec.Start = time.Now()
+	r.proc.signal(syscall.SIGSTOP)
+	removeToxics(links, latencyToxics("midtx", 0))
+	rec.Detail = fmt.Sprintf("%d leader sessions in a transaction at the stop", open)
+	time.Sleep(d)
+	r.proc.signal(syscall.SIGCONT)
+	rec.End = time.Now()
+	return nil
+}
+
+func (c *cluster) leaderSessionsInTx(ctx context.Context) int {
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(qctx, c.directURL())
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if conn.QueryRow(qctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = 'vigil-leader' AND xact_start IS NOT NULL`).Scan(&n) != nil {
+		return -1
+	}
+	return n
+}
+
+// directURL is the database URL without a proxy (the harness's own reads).
+func (c *cluster) directURL() string {
+	return fmt.Sprintf("postgres://vigil@127.0.0.1:%d/vigil?sslmode=disable", c.pgCfg.Port)
+}
+
+// awaitLeader waits up to d for exactly one replica to lead.
+func (c *cluster) awaitLeader(ctx context.Context, d time.Duration) *replica {
+	deadline := time.Now().Add(d)
+	for {
+		if l := c.leader(); l != nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return l
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// blackholeToxics drop everything in both directions and keep the
+// connections open (toxiproxy's timeout toxic with timeout 0).
+var blackholeToxics = []string{
+	`{"name":"bh_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
+	`{"name":"bh_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
+}
+
+// latencyToxics delay every chunk by d in both directions; name tells
+// them apart from another fault's on the same proxy.
+func latencyToxics(name string, d time.Duration) []string {
+	ms := d.Milliseconds()
+	return []string{
+		fmt.Sprintf(`{"name":"%s_up","type":"latency","stream":"upstream","attributes":{"latency":%d}}`, name, ms),
+		fmt.Sprintf(`{"name":"%s_down","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, name, ms),
+	}
+}
+
+func addToxics(links []*toxiproxy.Proxy, toxics []string) error {
+	for _, p := range links {
+		for _, t := range toxics {
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(t)); err != nil {
+				return fmt.Errorf("proxy %s: add toxic: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// removeToxics removes toxics (by their names) from links.
+func removeToxics(links []*toxiproxy.Proxy, toxics []string) {
+	for _, p := range links {
+		for _, t := range toxics {
+			var named struct{ Name string }
+			if json.Unmarshal([]byte(t), &named) == nil {
+				_ = p.Toxics.RemoveToxic(context.Background(), named.Name)
+			}
+		}
+	}
+}
+
+// hold adds toxics to links for d, then removes them.
+func hold(links []*toxiproxy.Proxy, toxics []string, d time.Duration) error {
+	err := addToxics(links, toxics)
+	time.Sleep(d)
+	removeToxics(links, toxics)
+	return err
+}
+
+// cut stops links (connections refused, open ones closed) for d.
+func cut(links []*toxiproxy.Proxy, d time.Duration) error {
+	for _, p := range links {
+		p.Stop()
+	}
+	time.Sleep(d)
+	var err error
+	for _, p := range links {
+		for try := 0; try < 50; try++ {
+			if err = p.Start(); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return err
+}

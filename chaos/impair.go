@@ -1,0 +1,162 @@
+package chaos
+
+import (
+	"slices"
+	"time"
+)
+
+// interval is a closed span of wall-clock time; a zero To is open-ended.
+type interval struct{ From, To time.Time }
+
+func (iv interval) overlaps(from, to time.Time) bool {
+	return iv.From.Before(to) && (iv.To.IsZero() || from.Before(iv.To))
+}
+
+// Impaired returns the spans during which agent instance inst was NOT
+// able to heartbeat. docs/reliability.md defines "able": the process runs
+// and is not stopped, at least one of its links to the control plane
+// passes traffic, and the database accepts writes. In terms of the
+// injected faults an instance is impaired
+//
+//   - from its kill (or exit) on, and before it started;
+//
+//   - while it is stopped or partitioned;
+//
+//   - while PostgreSQL is down, and for ReconnectBound after it is back;
+//
+//   - for the agent failover bound (2 heartbeat intervals: one timed-out
+//     request and a register elsewhere, agent.RequestTimeout) after any
+//     fault that takes down or freezes a replica or cuts it from the
+//     database, whichever replica the agent was talking to.
+//
+//   - while the database is so slow that an agent request's statements
+//     (requestRoundTrips round trips, each delayed both ways) outlast the
+//     agent's request timeout (one heartbeat interval), and for
+//     ReconnectBound after.
+//
+// Latency on an agent's own links impairs it only when one round trip
+// (the delay both ways) outlasts the request timeout, which the plan's
+// delays (≤ 500 ms) never do.
+func (h *History) Impaired(inst string) []interval {
+	return h.impaired(inst, h.Timing.ReconnectBound())
+}
+
+// impaired is Impaired with pad in place of the reconnect bound after
+// each fault; pad 0 gives the spans of the faults alone.
+func (h *History) impaired(inst string, pad time.Duration) []interval {
+	var out []interval
+	hb := h.Timing.HeartbeatInterval
+	for _, a := range h.Agents {
+		if a.Instance != inst {
+			continue
+		}
+		out = append(out, interval{From: time.Time{}, To: a.Started})
+		if !a.Ended.IsZero() {
+			out = append(out, interval{From: a.Ended})
+		}
+	}
+	for _, f := range h.Faults {
+		switch f.Kind {
+		case AgentKill:
+			if f.Target == inst {
+				out = append(out, interval{From: f.Start})
+			}
+		case AgentStopShort, AgentStopLong, AgentPartitionShort, AgentPartitionLong:
+			if f.Target == inst {
+				out = append(out, interval{f.Start, f.End.Add(pad)})
+			}
+		case PostgresFast, PostgresImmediate:
+			out = append(out, interval{f.Start, f.End.Add(pad)})
+		case DatabaseSlow:
+			if h.slowBeyondTimeout(f) {
+				out = append(out, interval{f.Start, f.End.Add(pad)})
+			}
+		case LeaderKill, LeaderStop, LeaderStopMidTx, AttachedReplicaStop, FollowerRestart, ReplicaDBCut:
+			end := f.Start.Add(2 * hb)
+			if f.End.Before(end) {
+				end = f.End
+			}
+			out = append(out, interval{f.Start, end.Add(pad)})
+		}
+	}
+	slices.SortFunc(out, func(a, b interval) int { return a.From.Compare(b.From) })
+	return out
+}
+
+// ableThroughout reports whether inst was able to heartbeat during all of
+// [from, to].
+func (h *History) ableThroughout(inst string, from, to time.Time) bool {
+	for _, iv := range h.Impaired(inst) {
+		if iv.overlaps(from, to) {
+			return false
+		}
+	}
+	return true
+}
+
+// merged returns inst's impairments merged into disjoint spans, oldest
+// first.
+func (h *History) merged(inst string) []interval { return h.mergedPad(inst, h.Timing.ReconnectBound()) }
+
+func (h *History) mergedPad(inst string, pad time.Duration) []interval {
+	var out []interval
+	for _, iv := range h.impaired(inst, pad) {
+		if n := len(out); n > 0 && (out[n-1].To.IsZero() || !iv.From.After(out[n-1].To)) {
+			if !out[n-1].To.IsZero() && (iv.To.IsZero() || iv.To.After(out[n-1].To)) {
+				out[n-1].To = iv.To
+			}
+			continue
+		}
+		out = append(out, iv)
+	}
+	return out
+}
+
+// ableAgain returns when inst became able again after the impairment in
+// force at t (t itself when it was able; zero when it never did).
+func (h *History) ableAgain(inst string, t time.Time) time.Time {
+	for _, iv := range h.merged(inst) {
+		if iv.overlaps(t, t.Add(time.Nanosecond)) {
+			return iv.To
+		}
+	}
+	return t
+}
+
+// impairedSince returns the start of the latest fault span (without the
+// reconnect bound: the agent may have heartbeated right after it) that
+// kept inst from heartbeating and began at or before t (zero when there
+// was none): the latest moment its silence can have started.
+func (h *History) impairedSince(inst string, t time.Time) time.Time {
+	var since time.Time
+	for _, iv := range h.mergedPad(inst, 0) {
+		if iv.From.After(t) {
+			break
+		}
+		since = iv.From
+	}
+	return since
+}
+
+// lastClear is when the last fault was reverted.
+func (h *History) lastClear() time.Time {
+	var t time.Time
+	for _, f := range h.Faults {
+		if f.End.After(t) {
+			t = f.End
+		}
+	}
+	return t
+}
+
+// requestRoundTrips is how many database round trips an agent request
+// (heartbeat, log batch, completion) costs on the server: its credential
+// check, BEGIN, its statement(s) and COMMIT.
+const requestRoundTrips = 4
+
+// slowBeyondTimeout reports whether DatabaseSlow fault f delays an agent
+// request past the agent's request timeout.
+func (h *History) slowBeyondTimeout(f FaultRecord) bool {
+	d, err := time.ParseDuration(f.Detail)
+	return err == nil && 2*d*requestRoundTrips >= h.Timing.HeartbeatInterval
+}

@@ -1,0 +1,77 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPlanIsDeterministicAndKeepsLanesApart(t *testing.T) {
+	p1 := Plan(42, 1000, 4, time.Second, DefaultTiming)
+	p2 := Plan(42, 1000, 4, time.Second, DefaultTiming)
+	require.Equal(t, p1, p2, "the same seed gives the same plan")
+	assert.NotEqual(t, p1, Plan(43, 1000, 4, time.Second, DefaultTiming))
+	require.Len(t, p1, 1000)
+	kinds := map[FaultKind]int{}
+	lanes := map[int][]Fault{}
+	for _, f := range p1 {
+		kinds[f.Kind]++
+		lane := -1
+		switch {
+		case f.Kind.agentKind():
+			lane = f.Agent
+		case f.Kind == DatabaseSlow:
+			lane = -2
+		}
+		lanes[lane] = append(lanes[lane], f)
+	}
+	for _, k := range AllKinds {
+		assert.Positive(t, kinds[k], "1000 faults cover %s", k)
+	}
+	for lane, fs := range lanes {
+		for i := 1; i < len(fs); i++ {
+			assert.GreaterOrEqual(t, fs[i].At, fs[i-1].At+fs[i-1].Hold, "lane %d: fault %d overlaps %d", lane, fs[i].Seq, fs[i-1].Seq)
+		}
+	}
+	for _, f := range p1 {
+		switch f.Kind {
+		case AgentStopShort, AgentPartitionShort:
+			assert.Less(t, f.Hold, DefaultTiming.AgentLost, "short is below the threshold")
+		case AgentStopLong, AgentPartitionLong:
+			assert.Greater(t, f.Hold, DefaultTiming.AgentLost, "long is past the threshold")
+		case LeaderStop, LeaderStopMidTx:
+			assert.Greater(t, f.Hold, DefaultTiming.ElectionTTL, "past the election TTL")
+		}
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	cfg, err := ConfigFromEnv(env(map[string]string{"CHAOS_SEED": "7", "CHAOS_FAULTS": "20", "CHAOS_DURATION": "40s"}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(7), cfg.Seed)
+	assert.Equal(t, 20, cfg.Faults)
+	assert.Equal(t, 2*time.Second, cfg.gap())
+	cfg, err = ConfigFromEnv(env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, DefaultFaults, cfg.Faults)
+	assert.Positive(t, cfg.Seed, "a random seed when none is given")
+	for k, v := range map[string]string{"CHAOS_SEED": "x", "CHAOS_FAULTS": "0", "CHAOS_DURATION": "-1s"} {
+		_, err := ConfigFromEnv(env(map[string]string{k: v}))
+		require.Error(t, err, k)
+		assert.Contains(t, err.Error(), k+"=")
+	}
+}
+
+func TestWorkloadBoundsAndSpecs(t *testing.T) {
+	for _, d := range workloadDAGs {
+		assert.Positive(t, d.bound(), d.id)
+		spec := d.spec("/x/task.sh", "/x/journal.log")
+		assert.True(t, strings.HasPrefix(spec, "dag_id: chaos-"+d.id+"\n"), spec)
+	}
+	// chain: c1 8s+1s, c2 fails first (2×3s + 1s), c3 1.2s+1s.
+	assert.Equal(t, 9*time.Second+7*time.Second+2200*time.Millisecond, workloadDAGs[1].bound())
+}
