@@ -94,7 +94,8 @@ func (a *Agent) postHeartbeat(ctx context.Context, c conn, entries []protocol.He
 // stopOrder kills the process group of an attempt the control plane no
 // longer wants (reaped, cancelled, superseded). No completion is sent for
 // it afterwards: the server has moved on (docs/design.md §4). An attempt whose
-// process already exited keeps its completion; the server judges it.
+// process already exited keeps its completion, and so does one whose
+// process exits 0 on its own before the kill lands; the server judges it.
 func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
 	a.mu.Lock()
 	att := a.attempts[order.AttemptID]

@@ -39,7 +39,7 @@ type attempt struct {
 	pgid       int // 0 until started
 	exited     bool
 	cause      killCause // the first kill's cause
-	stopped    bool      // the control plane ordered a stop: no completion
+	stopped    bool      // the control plane ordered a stop: no completion unless it exited 0 on its own
 	stopReason string
 	killing    bool // a group killer is running
 }
@@ -267,9 +267,18 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		a.systemLine(att, "--- process exited; a descendant still holds stdout/stderr open, output after this point is not captured ---")
 		waitErr = nil
 	}
+	exitedZero := end != nil && end.Exited() && end.ExitStatus() == 0
 	switch {
-	case stopped:
+	case stopped && !exitedZero:
 		return result{suppress: true, why: "control plane stop order: " + reason}
+	case stopped:
+		// It finished on its own, before the stop order's kill could land
+		// (the agent had not yet seen it exit): its success is reported,
+		// and the control plane judges it (a reaped attempt's success is
+		// accepted or recorded late, adr/0014).
+		att.log.Info("process exited 0 before the stop order took effect; reporting its success", "reason", reason)
+		code := 0
+		req.Outcome, req.ExitCode = protocol.OutcomeSuccess, &code
 	case cause == causeTimeout:
 		req.Outcome = protocol.OutcomeExecutionTimeout
 		req.Error = fmt.Sprintf("execution_timeout %s exceeded: process group killed", att.task.ExecutionTimeout.D())
