@@ -177,3 +177,11 @@ func TestSilenceStartsAtTheLastFaultNotItsReconnectBound(t *testing.T) {
 	assert.Equal(t, at(21), h.impairedSince("a1-1", at(25)), "the stop ended at 20s; the agent could heartbeat again before the kill")
 	assert.Equal(t, at(3), h.merged("a1-1")[1].From, "padded, the stop and the kill merge")
 }
+
+func TestSLAStretchesByASlowDatabase(t *testing.T) {
+	h := cleanHistory()
+	h.Events[1].Committed = at(13) // 10s after a1-1 stopped
+	require.NotEmpty(t, violationsOf(Check(h), InvSLA))
+	h.Faults = append(h.Faults, FaultRecord{Kind: DatabaseSlow, Target: "postgres", Start: at(8), End: at(11), Detail: "30ms"})
+	assert.Empty(t, violationsOf(Check(h), InvSLA), "3s of slow statements stretch the 8.25s bound to 11.25s")
+}

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -318,9 +316,6 @@ func (c *cluster) startAgent(a *agentSlot, rename bool) error {
 	return nil
 }
 
-// attachedTo is the replica index that slot's agent tries first.
-func (a *agentSlot) attachedTo(replicas int) int { return a.slot % replicas }
-
 // stop ends everything the cluster started: agents (and their tasks),
 // replicas, PostgreSQL, etcd and the proxies.
 func (c *cluster) stop(ctx context.Context) {
@@ -354,11 +349,3 @@ func (c *cluster) stop(ctx context.Context) {
 	}
 	c.stopEtcd()
 }
-
-func portOf(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
-var _ = os.Getpid

@@ -12,7 +12,7 @@ func (iv interval) overlaps(from, to time.Time) bool {
 	return iv.From.Before(to) && (iv.To.IsZero() || from.Before(iv.To))
 }
 
-// Impaired returns the spans during which agent instance inst was NOT
+// impairments returns the spans during which agent instance inst was NOT
 // able to heartbeat. docs/reliability.md defines "able": the process runs
 // and is not stopped, at least one of its links to the control plane
 // passes traffic, and the database accepts writes. In terms of the
@@ -37,11 +37,11 @@ func (iv interval) overlaps(from, to time.Time) bool {
 // Latency on an agent's own links impairs it only when one round trip
 // (the delay both ways) outlasts the request timeout, which the plan's
 // delays (≤ 500 ms) never do.
-func (h *History) Impaired(inst string) []interval {
+func (h *History) impairments(inst string) []interval {
 	return h.impaired(inst, h.Timing.ReconnectBound())
 }
 
-// impaired is Impaired with pad in place of the reconnect bound after
+// impaired is impairments with pad in place of the reconnect bound after
 // each fault; pad 0 gives the spans of the faults alone.
 func (h *History) impaired(inst string, pad time.Duration) []interval {
 	var out []interval
@@ -86,7 +86,7 @@ func (h *History) impaired(inst string, pad time.Duration) []interval {
 // ableThroughout reports whether inst was able to heartbeat during all of
 // [from, to].
 func (h *History) ableThroughout(inst string, from, to time.Time) bool {
-	for _, iv := range h.Impaired(inst) {
+	for _, iv := range h.impairments(inst) {
 		if iv.overlaps(from, to) {
 			return false
 		}

@@ -10,13 +10,13 @@ import (
 // Report is a chaos run's outcome: what was injected, what was checked,
 // what broke, and the SLA and failover figures.
 type Report struct {
-	Seed       int64
-	Planned    int
-	Injected   map[FaultKind]int
-	Verdict    Verdict
-	Executions int
-	Runs       int
-	Events     int
+	Seed       int64             // the first phase's seed
+	Planned    int               // faults planned, all phases
+	Injected   map[FaultKind]int // faults injected, by kind
+	Verdict    Verdict           // the checker's output
+	Executions int               // attempts in the journal
+	Runs       int               // runs in the database
+	Events     int               // events in the database
 	history    *History
 }
 
