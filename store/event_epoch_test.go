@@ -13,7 +13,7 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-// TestLeaderEventsRecordEpoch (docs/design.md §8, migration 011): an event
+// TestLeaderEventsRecordEpoch (docs/design.md §8, migration 012): an event
 // written inside LeaderTx carries the epoch of the term that wrote it; an
 // event written outside a leader transaction (a trigger), even afterwards
 // on a connection that ran one, carries none.

@@ -132,7 +132,7 @@ func (s *Store) LeaderTx(ctx context.Context, epoch int64, fn func(tx Tx) error)
 
 // checkFence locks the fence row FOR SHARE and returns a *FencedError
 // unless it holds epoch. The same statement sets the transaction-local
-// vigil.epoch, which events.epoch defaults to (migration 011), so every
+// vigil.epoch, which events.epoch defaults to (migration 012), so every
 // event the transaction writes records the term that wrote it.
 func checkFence(ctx context.Context, tx pgx.Tx, epoch int64) error {
 	var cur int64

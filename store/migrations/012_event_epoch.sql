@@ -1,4 +1,4 @@
--- Vigil schema, version 11: every event a leader writes records the epoch
+-- Vigil schema, version 12: every event a leader writes records the epoch
 -- (fencing token) of the term that wrote it (docs/design.md §8).
 --
 -- LeaderTx sets the transaction-local setting vigil.epoch while it holds
