@@ -98,11 +98,7 @@ func (c *cluster) applyAgent(ctx context.Context, f Fault, rec FaultRecord) (Fau
 	case AgentPartitionShort, AgentPartitionLong:
 		rec.Detail = f.Mode
 		rec.Start = time.Now()
-		if f.Mode == "cut" {
-			err = cut(a.links, f.Hold)
-		} else {
-			err = hold(a.links, blackholeToxics, f.Hold)
-		}
+		err = sever(a.links, f.Mode, f.Hold)
 		rec.End = time.Now()
 	case AgentLatency:
 		rec.Detail = f.Delay.String()
@@ -153,12 +149,7 @@ func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (F
 	case ReplicaDBCut:
 		rec.Detail = f.Mode
 		rec.Start = time.Now()
-		links := []*toxiproxy.Proxy{target.dbProxy}
-		if f.Mode == "cut" {
-			err = cut(links, f.Hold)
-		} else {
-			err = hold(links, blackholeToxics, f.Hold)
-		}
+		err = sever([]*toxiproxy.Proxy{target.dbProxy}, f.Mode, f.Hold)
 		rec.End = time.Now()
 	}
 	return rec, err
@@ -263,6 +254,14 @@ func hold(links []*toxiproxy.Proxy, toxics []string, d time.Duration) error {
 	time.Sleep(d)
 	removeToxics(links, toxics)
 	return err
+}
+
+// sever cuts links (mode "cut") or black-holes them (any other mode) for d.
+func sever(links []*toxiproxy.Proxy, mode string, d time.Duration) error {
+	if mode == "cut" {
+		return cut(links, d)
+	}
+	return hold(links, blackholeToxics, d)
 }
 
 // cut stops links (connections refused, open ones closed) for d.
