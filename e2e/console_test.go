@@ -144,10 +144,15 @@ func TestConsoleInABrowser(t *testing.T) {
 			var l protocol.LogList
 			return tryGetJSON(lite, fmt.Sprintf("/v1/runs/%d/tasks/count/logs", run.ID), &l) == nil && len(l.Lines) >= 5
 		}, "5 log lines shipped")
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), "#events")
 		down := time.Now()
 		lite.Stop()
+		b.waitFor("the page says it cannot update", "#banner:not([hidden])")
+		assert.Contains(t, b.text("#banner"), "retrying")
+		b.shot("control-plane-unreachable")
 		time.Sleep(4*time.Second - time.Since(down))
 		lite.Restart()
+		b.waitFor("the banner goes once the control plane answers", "#banner[hidden]")
 		waitRunState(t, lite, run.ID, "success", 60*time.Second)
 		b.open(lite.URL, fmt.Sprintf("#/runs/%d/logs/count", run.ID), `#lines .gap[data-gap="true"]`)
 		banner := b.text(`#lines .gap`)

@@ -26,12 +26,32 @@ function context() {
     every(ms, fn) {
       const tick = async () => {
         if (gen !== generation) return;
-        try { await fn(); } catch (e) { if (e instanceof APIError && e.status === 401) return signIn(); }
+        try {
+          await fn();
+          unreachable(null);
+        } catch (e) {
+          if (e instanceof APIError && e.status === 401) return signIn();
+          unreachable(e);
+        }
       };
       tick();
       timers.push(setInterval(tick, ms));
     },
   };
+}
+
+// unreachable shows, above every page, why the last poll failed (the
+// replica is down, the database unreachable), and hides it again once a
+// poll succeeds; the page keeps its last data meanwhile.
+function unreachable(err) {
+  const el = document.getElementById("banner");
+  if (!err) {
+    el.hidden = true;
+    return;
+  }
+  el.hidden = false;
+  el.textContent = `⚠ The update at ${new Date().toLocaleTimeString(undefined, { hour12: false })} failed: ${
+    err instanceof APIError ? err.message : "the control plane did not answer"}. Showing the last data; retrying.`;
 }
 
 const routes = [
