@@ -5,7 +5,7 @@ BIN     := bin/vigil
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 
-.PHONY: all web build run pro-demo test lint bench fuzz chaos clean
+.PHONY: all web build run pro-demo test lint bench bench-go fuzz chaos clean
 
 all: build
 
@@ -48,8 +48,18 @@ lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Benchmarks print their figures; docs/performance.md records them.
+# The benchmark program (bench/): the real vigil binary over HTTP on a
+# private durable PostgreSQL seeded with 1M terminal TIs, and River on the
+# same server in the same run; one line per figure, then the Vigil/River
+# ratios. About 10 minutes; BENCHFLAGS passes flags (go run ./bench -h).
+# docs/performance.md records the figures.
+BENCHFLAGS ?=
 bench:
+	$(GO) run ./bench $(BENCHFLAGS)
+
+# The Go benchmarks of single store operations (go test -bench); they
+# print their figures too.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # Every Fuzz* target (dag spec parser, API request decoders, config

@@ -1,0 +1,230 @@
+package main
+
+// Synthetic agents: they speak the agent protocol (api/protocol,
+// docs/design.md §4) over HTTP like `vigil agent`, but never spawn a
+// process: every claimed TI is completed at once with exit code 0, and
+// what is in flight is heartbeated at the interval the server asks for.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// apiClient sends agent requests to one server with the shared agent token.
+type apiClient struct {
+	base, token string
+	hc          *http.Client
+}
+
+func newAPIClient(base, token string, conns int) *apiClient {
+	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}
+	return &apiClient{base: base, token: token, hc: &http.Client{Transport: tr, Timeout: time.Minute}}
+}
+
+// post sends in as JSON and decodes a 2xx reply into out (nil: discard).
+// A reply outside 2xx is an error carrying the status and body.
+func (c *apiClient) post(ctx context.Context, path, credential string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if credential != "" {
+		req.Header.Set(protocol.HeaderAgentCredential, credential)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// agent is one registered synthetic agent.
+type agent struct {
+	c          *apiClient
+	id         int64
+	credential string
+	interval   time.Duration // heartbeat interval the server asked for
+	capacity   int
+
+	mu       sync.Mutex
+	inFlight map[int64]protocol.HeartbeatEntry // by TI id: claimed, completion not yet accepted
+	slots    chan struct{}                     // one token per free slot
+
+	completed atomic.Int64
+}
+
+// register registers a synthetic agent offering tags. inFlight are
+// attempts it already holds (an agent reconnecting): they are heartbeated
+// from then on.
+func register(ctx context.Context, c *apiClient, name string, tags []string, capacity int, inFlight []protocol.HeartbeatEntry) (*agent, error) {
+	var resp protocol.RegisterResponse
+	if inFlight == nil {
+		inFlight = []protocol.HeartbeatEntry{}
+	}
+	req := protocol.RegisterRequest{Name: name, Tags: tags, Capacity: capacity, InFlight: inFlight}
+	if err := c.post(ctx, "/v1/agents/register", "", req, &resp); err != nil {
+		return nil, fmt.Errorf("register %s: %w", name, err)
+	}
+	a := &agent{c: c, id: resp.AgentID, credential: resp.Credential, interval: resp.HeartbeatInterval.D(),
+		capacity: capacity, inFlight: map[int64]protocol.HeartbeatEntry{}, slots: make(chan struct{}, capacity)}
+	for _, h := range inFlight {
+		a.inFlight[h.TIID] = h
+	}
+	for i := len(inFlight); i < capacity; i++ {
+		a.slots <- struct{}{}
+	}
+	return a, nil
+}
+
+func (a *agent) path(verb string) string { return fmt.Sprintf("/v1/agents/%d/%s", a.id, verb) }
+
+// heartbeat reports entries in one request.
+func (a *agent) heartbeat(ctx context.Context, entries []protocol.HeartbeatEntry) error {
+	return a.c.post(ctx, a.path("heartbeat"), a.credential, protocol.HeartbeatRequest{Entries: entries}, nil)
+}
+
+// deregister removes the agent (its in-flight work, if any, is handled by
+// the server as an ephemeral agent's).
+func (a *agent) deregister(ctx context.Context) error {
+	return a.c.post(ctx, a.path("deregister"), a.credential, struct{}{}, nil)
+}
+
+// work claims and completes until ctx ends, with completers requests in
+// flight at most, and heartbeats what it holds every interval. It returns
+// the first error other than ctx ending.
+func (a *agent) work(ctx context.Context, completers int) error {
+	tasks := make(chan protocol.Attempt, a.capacity)
+	errc := make(chan error, completers+2)
+	var wg sync.WaitGroup
+	for i := 0; i < completers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range tasks {
+				if err := a.complete(ctx, t); err != nil {
+					if ctx.Err() == nil {
+						errc <- err
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
+	err := a.claimLoop(ctx, tasks)
+	close(tasks)
+	wg.Wait()
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// claimLoop long-polls for as many TIs as there are free slots and hands
+// them to the completers. slots holds one token per free slot; a
+// completion puts its token back.
+func (a *agent) claimLoop(ctx context.Context, tasks chan<- protocol.Attempt) error {
+	for ctx.Err() == nil {
+		free := 0
+		select { // wait for one free slot, then take every other free one
+		case <-ctx.Done():
+			return nil
+		case <-a.slots:
+			free++
+		}
+		for more := true; more; {
+			select {
+			case <-a.slots:
+				free++
+			default:
+				more = false
+			}
+		}
+		var resp protocol.ClaimResponse
+		req := protocol.ClaimRequest{Slots: free, Wait: protocol.Duration(time.Second)}
+		if err := a.c.post(ctx, a.path("claim"), a.credential, req, &resp); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		for _, t := range resp.Tasks {
+			a.inFlight[t.TIID] = protocol.HeartbeatEntry{Attempt: t.Attempt, Started: true}
+		}
+		a.mu.Unlock()
+		for i := len(resp.Tasks); i < free; i++ {
+			a.slots <- struct{}{}
+		}
+		for _, t := range resp.Tasks {
+			tasks <- t.Attempt
+		}
+	}
+	return nil
+}
+
+// complete reports a success with exit code 0 and frees the slot. Any
+// refusal is an error: nothing in the bench makes an attempt stale.
+func (a *agent) complete(ctx context.Context, t protocol.Attempt) error {
+	zero := 0
+	req := protocol.CompleteRequest{Attempt: t, Outcome: protocol.OutcomeSuccess, ExitCode: &zero}
+	if err := a.c.post(ctx, a.path("complete"), a.credential, req, nil); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	delete(a.inFlight, t.TIID)
+	a.mu.Unlock()
+	a.completed.Add(1)
+	a.slots <- struct{}{}
+	return nil
+}
+
+// heartbeatLoop reports every held attempt each interval (a claimed TI as
+// started: a synthetic agent has nothing to start).
+func (a *agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(a.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		entries := make([]protocol.HeartbeatEntry, 0, len(a.inFlight))
+		for _, h := range a.inFlight {
+			entries = append(entries, h)
+		}
+		a.mu.Unlock()
+		if len(entries) > 0 {
+			_ = a.heartbeat(ctx, entries) // a missed heartbeat is retried at the next interval, as by vigil agent
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+// Figures the synthetic agents produce: heartbeat ingest and its HOT
+// ratio, the no-op burn-down and steady throughput, and the inter-task
+// latency of a chain.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+)
+
+// heartbeats registers HeartbeatAgents agents, plants HeartbeatTIs running
+// TIs shared among them, and has each send heartbeats of all its TIs back
+// to back for HeartbeatFor, one request in flight per agent. It reports
+// TI-heartbeats/s, p50 and p99 per request, and the share of the
+// task_instances updates meanwhile that were HOT. The planted work is
+// finished afterwards (SQL), so later figures do not carry it.
+func (e *env) heartbeats(ctx context.Context, v *vigilProc, conn *pgx.Conn) error {
+	e.progress("heartbeat ingest", "tis", e.cfg.HeartbeatTIs, "agents", e.cfg.HeartbeatAgents)
+	per := e.cfg.HeartbeatTIs / e.cfg.HeartbeatAgents
+	agents := make(map[int64]*agent, e.cfg.HeartbeatAgents)
+	ids := make([]int64, 0, e.cfg.HeartbeatAgents)
+	for i := 0; i < e.cfg.HeartbeatAgents; i++ {
+		a, err := register(ctx, v.ag, fmt.Sprintf("hb-%d", i), []string{heldTag}, per, nil)
+		if err != nil {
+			return err
+		}
+		agents[a.id] = a
+		ids = append(ids, a.id)
+	}
+	held, err := plantRunning(ctx, conn, ids, e.cfg.HeartbeatTIs, "0")
+	if err != nil {
+		return err
+	}
+	entries := map[int64][]protocol.HeartbeatEntry{}
+	for _, h := range held {
+		entries[h.AgentID] = append(entries[h.AgentID], protocol.HeartbeatEntry{
+			Attempt: protocol.Attempt{TIID: h.TIID, AttemptID: h.AttemptID}, Started: true})
+	}
+	before, err := readTIStats(ctx, conn)
+	if err != nil {
+		return err
+	}
+	var (
+		mu    sync.Mutex
+		lat   []time.Duration
+		sent  atomic.Int64
+		first error
+		wg    sync.WaitGroup
+	)
+	hctx, cancel := context.WithTimeout(ctx, e.cfg.HeartbeatFor)
+	defer cancel()
+	start := time.Now()
+	for id, a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for hctx.Err() == nil {
+				t := time.Now()
+				err := a.heartbeat(hctx, entries[id])
+				if hctx.Err() != nil {
+					break // cut by the window: not counted
+				}
+				if err != nil {
+					mu.Lock()
+					first = errors.Join(first, err)
+					mu.Unlock()
+					cancel()
+					break
+				}
+				mine = append(mine, time.Since(t))
+				sent.Add(int64(len(entries[id])))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if first != nil {
+		return fmt.Errorf("heartbeat ingest: %w", first)
+	}
+	e.out.figure("hb_rate", fmt.Sprintf("heartbeat ingest at %d running TIs", e.cfg.HeartbeatTIs),
+		float64(sent.Load())/took.Seconds(), "TI-heartbeats/s",
+		fmt.Sprintf("%d requests of %d TIs, %d in flight", len(lat), per, e.cfg.HeartbeatAgents))
+	e.out.figure("hb_p50", "heartbeat request p50", msf(percentile(lat, 50)), "ms", "")
+	e.out.figure("hb_p99", "heartbeat request p99", msf(percentile(lat, 99)), "ms", "")
+	if err := e.hotRatio(ctx, conn, before, sent.Load()); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `
+		WITH t AS (UPDATE task_instances SET state = 'success', end_date = now(), exit_code = 0, updated_at = now()
+		            WHERE agent_id = ANY($1) AND state = 'running' RETURNING run_id)
+		UPDATE runs SET state = 'success', end_date = now(), updated_at = now() WHERE id IN (SELECT run_id FROM t)`, ids)
+	if err != nil {
+		return err
+	}
+	for _, a := range agents { // gone for good: no agent-inactive sweep, no mass silence
+		if err := a.deregister(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptSeeded registers the seeded live agents through the API, each
+// with the running TIs the seed gave it (an agent reconnecting: the id is
+// kept, a credential minted), and keeps them heartbeating those TIs until
+// the returned stop is called, as real agents would.
+func (e *env) adoptSeeded(ctx context.Context, v *vigilProc, conn *pgx.Conn) (stop func(), err error) {
+	rows, err := conn.Query(ctx, `
+		SELECT a.name, t.id, t.attempt_id::text, t.started_at IS NOT NULL
+		  FROM agents a JOIN task_instances t ON t.agent_id = a.id AND t.state = 'running'
+		 WHERE a.name LIKE 'seeded-%' ORDER BY a.name, t.id`)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string][]protocol.HeartbeatEntry{}
+	var name string
+	var h protocol.HeartbeatEntry
+	_, err = pgx.ForEachRow(rows, []any{&name, &h.TIID, &h.AttemptID, &h.Started}, func() error {
+		held[name] = append(held[name], h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() { cancel(); wg.Wait() }
+	for name, entries := range held {
+		a, err := register(ctx, v.ag, name, []string{seededTag}, maxCapacity, entries)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); a.heartbeatLoop(hctx) }()
+	}
+	return stop, nil
+}
+
+// hotRatio waits until the statistics count the heartbeats' updates
+// (backends flush their counters within about 10 s of going idle), then
+// reports the HOT share of task_instances updates since before.
+func (e *env) hotRatio(ctx context.Context, conn *pgx.Conn, before tableStats, want int64) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		after, err := readTIStats(ctx, conn)
+		if err != nil {
+			return err
+		}
+		upd, hot := after.Upd-before.Upd, after.HotUpd-before.HotUpd
+		if upd >= want || time.Now().After(deadline) {
+			ratio := 0.0
+			if upd > 0 {
+				ratio = float64(hot) / float64(upd)
+			}
+			e.out.figure("hot", "heartbeat HOT ratio (task_instances)", ratio, "",
+				fmt.Sprintf("n_tup_hot_upd/n_tup_upd = %d/%d over the ingest", hot, upd))
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fleet is the synthetic agents working the throughput DAGs.
+type fleet struct {
+	agents   []*agent
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// completers is how many completions each synthetic agent has in flight
+// at most.
+const completers = 32
+
+// startFleet registers Agents synthetic agents offering benchTag and sets
+// them working.
+func (e *env) startFleet(ctx context.Context, v *vigilProc) (*fleet, error) {
+	f := &fleet{done: make(chan error, e.cfg.Agents)}
+	for i := 0; i < e.cfg.Agents; i++ {
+		a, err := register(ctx, v.ag, fmt.Sprintf("synthetic-%d", i), []string{benchTag}, e.cfg.Capacity, nil)
+		if err != nil {
+			return nil, err
+		}
+		f.agents = append(f.agents, a)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	f.cancel = cancel
+	for _, a := range f.agents {
+		go func() { f.done <- a.work(wctx, completers) }()
+	}
+	return f, nil
+}
+
+// completed is the number of completions the fleet had accepted.
+func (f *fleet) completed() int64 {
+	var n int64
+	for _, a := range f.agents {
+		n += a.completed.Load()
+	}
+	return n
+}
+
+// failed returns an agent's error if one stopped early.
+func (f *fleet) failed() error {
+	select {
+	case err := <-f.done:
+		if err == nil {
+			err = errors.New("a synthetic agent stopped")
+		}
+		return err
+	default:
+		return nil
+	}
+}
+
+// stop stops the fleet and deregisters its agents; later calls return
+// the first call's error.
+func (f *fleet) stop(ctx context.Context) error {
+	f.stopOnce.Do(func() {
+		f.cancel()
+		var errs []error
+		for range f.agents {
+			errs = append(errs, <-f.done)
+		}
+		for _, a := range f.agents {
+			errs = append(errs, a.deregister(ctx))
+		}
+		f.stopErr = errors.Join(errs...)
+	})
+	return f.stopErr
+}
