@@ -113,19 +113,23 @@ func (a *agent) deregister(ctx context.Context) error {
 	return a.c.post(ctx, a.path("deregister"), a.credential, struct{}{}, nil)
 }
 
-// work claims and completes until ctx ends, with completers requests in
-// flight at most, and heartbeats what it holds every interval. It returns
-// the first error other than ctx ending.
+// work claims and completes until ctx ends, with at most completers
+// completion requests in flight, and heartbeats what it holds every
+// interval. It returns the first error other than ctx ending.
+//
+// Every TI of one claim ends at once, so the agent completes them in one
+// batch (POST /v1/agents/{id}/completions), as `vigil agent` batches the
+// completions that end within a few milliseconds of each other.
 func (a *agent) work(ctx context.Context, completers int) error {
-	tasks := make(chan protocol.Attempt, a.capacity)
-	errc := make(chan error, completers+2)
+	batches := make(chan []protocol.Attempt, completers)
+	errc := make(chan error, completers)
 	var wg sync.WaitGroup
 	for i := 0; i < completers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for t := range tasks {
-				if err := a.complete(ctx, t); err != nil {
+			for b := range batches {
+				if err := a.complete(ctx, b); err != nil {
 					if ctx.Err() == nil {
 						errc <- err
 					}
@@ -136,8 +140,8 @@ func (a *agent) work(ctx context.Context, completers int) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
-	err := a.claimLoop(ctx, tasks)
-	close(tasks)
+	err := a.claimLoop(ctx, batches, errc)
+	close(batches)
 	wg.Wait()
 	if err != nil && ctx.Err() == nil {
 		return err
@@ -151,14 +155,16 @@ func (a *agent) work(ctx context.Context, completers int) error {
 }
 
 // claimLoop long-polls for as many TIs as there are free slots and hands
-// them to the completers. slots holds one token per free slot; a
-// completion puts its token back.
-func (a *agent) claimLoop(ctx context.Context, tasks chan<- protocol.Attempt) error {
+// each claim's TIs to a completer. slots holds one token per free slot; a
+// completion puts its token back. A completer's error ends the loop.
+func (a *agent) claimLoop(ctx context.Context, batches chan<- []protocol.Attempt, errc chan error) error {
 	for ctx.Err() == nil {
 		free := 0
 		select { // wait for one free slot, then take every other free one
 		case <-ctx.Done():
 			return nil
+		case err := <-errc:
+			return err
 		case <-a.slots:
 			free++
 		}
@@ -175,34 +181,61 @@ func (a *agent) claimLoop(ctx context.Context, tasks chan<- protocol.Attempt) er
 		if err := a.c.post(ctx, a.path("claim"), a.credential, req, &resp); err != nil {
 			return err
 		}
+		batch := make([]protocol.Attempt, len(resp.Tasks))
 		a.mu.Lock()
-		for _, t := range resp.Tasks {
+		for i, t := range resp.Tasks {
 			a.inFlight[t.TIID] = protocol.HeartbeatEntry{Attempt: t.Attempt, Started: true}
+			batch[i] = t.Attempt
 		}
 		a.mu.Unlock()
 		for i := len(resp.Tasks); i < free; i++ {
 			a.slots <- struct{}{}
 		}
-		for _, t := range resp.Tasks {
-			tasks <- t.Attempt
+		if len(batch) > 0 {
+			select {
+			case batches <- batch:
+			case err := <-errc:
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// complete reports a success with exit code 0 and frees the slot. Any
-// refusal is an error: nothing in the bench makes an attempt stale.
-func (a *agent) complete(ctx context.Context, t protocol.Attempt) error {
+// complete reports the batch as successes with exit code 0 (in requests
+// of at most protocol.MaxCompletionBatch) and frees their slots. Any
+// refused item is an error: nothing in the bench makes an attempt stale.
+func (a *agent) complete(ctx context.Context, batch []protocol.Attempt) error {
 	zero := 0
-	req := protocol.CompleteRequest{Attempt: t, Outcome: protocol.OutcomeSuccess, ExitCode: &zero}
-	if err := a.c.post(ctx, a.path("complete"), a.credential, req, nil); err != nil {
-		return err
+	for len(batch) > 0 {
+		part := batch[:min(len(batch), protocol.MaxCompletionBatch)]
+		batch = batch[len(part):]
+		req := protocol.CompleteBatchRequest{Completions: make([]protocol.CompleteRequest, len(part))}
+		for i, t := range part {
+			req.Completions[i] = protocol.CompleteRequest{Attempt: t, Outcome: protocol.OutcomeSuccess, ExitCode: &zero}
+		}
+		var resp protocol.CompleteBatchResponse
+		if err := a.c.post(ctx, a.path("completions"), a.credential, req, &resp); err != nil {
+			return err
+		}
+		if len(resp.Results) != len(part) {
+			return fmt.Errorf("completions: %d results for %d items", len(resp.Results), len(part))
+		}
+		for _, r := range resp.Results {
+			if r.Error != nil {
+				return fmt.Errorf("completion of TI %d refused: %s: %s", r.TIID, r.Error.Code, r.Error.Message)
+			}
+		}
+		a.mu.Lock()
+		for _, t := range part {
+			delete(a.inFlight, t.TIID)
+		}
+		a.mu.Unlock()
+		a.completed.Add(int64(len(part)))
+		for range part {
+			a.slots <- struct{}{}
+		}
 	}
-	a.mu.Lock()
-	delete(a.inFlight, t.TIID)
-	a.mu.Unlock()
-	a.completed.Add(1)
-	a.slots <- struct{}{}
 	return nil
 }
 

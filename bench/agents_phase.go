@@ -183,9 +183,9 @@ type fleet struct {
 	stopErr  error
 }
 
-// completers is how many completions each synthetic agent has in flight
-// at most.
-const completers = 32
+// completers is how many completion batches each synthetic agent has in
+// flight at most (one batch per claim).
+const completers = 4
 
 // startFleet registers Agents synthetic agents offering benchTag and sets
 // them working.

@@ -53,6 +53,11 @@ func (r *reporter) figure(key, label string, value float64, unit, note string) {
 	fmt.Fprintln(r.w, line)
 }
 
+// missing prints a figure that could not be measured, and why.
+func (r *reporter) missing(label, why string) {
+	fmt.Fprintf(r.w, "%-50s %12s  (%s)\n", label, "n/a", why)
+}
+
 // ratio prints num/den when both were measured.
 func (r *reporter) ratio(label, num, den string) {
 	n, ok1 := r.vals[num]
