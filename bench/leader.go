@@ -89,20 +89,9 @@ func (e *env) reapStale(ctx context.Context, v *vigilProc, conn *pgx.Conn) error
 		return err
 	}
 	start := time.Now()
-	deadline := start.Add(e.cfg.PhaseTimeout)
-	for {
-		var left int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM task_instances WHERE agent_id = ANY($1) AND state = 'running'`, ids).
-			Scan(&left); err != nil {
-			return err
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("reap: %d of %d stale TIs still running after %s", left, e.cfg.StaleTIs, e.cfg.PhaseTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := e.waitNone(ctx, conn, "stale TIs still running", 10*time.Millisecond,
+		`SELECT count(*) FROM task_instances WHERE agent_id = ANY($1) AND state = 'running'`, ids); err != nil {
+		return err
 	}
 	took := time.Since(start)
 	// The pass that reaped them records its duration as it returns.
@@ -122,25 +111,38 @@ func (e *env) reapStale(ctx context.Context, v *vigilProc, conn *pgx.Conn) error
 	return nil
 }
 
+// waitNone polls the count query every interval until it returns 0, or
+// fails once PhaseTimeout has passed, saying how many are left of what.
+func (e *env) waitNone(ctx context.Context, conn *pgx.Conn, what string, every time.Duration, query string, args ...any) error {
+	deadline := time.Now().Add(e.cfg.PhaseTimeout)
+	for {
+		var left int64
+		if err := conn.QueryRow(ctx, query, args...).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d %s after %s", left, what, e.cfg.PhaseTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
 // prune waits for retention's first pass (a minute into the term) to
 // remove the planted inactive agents, then reports the execution time of
 // its DELETE from pg_stat_statements: the statement, its foreign-key
 // SET NULL on their TIs included.
 func (e *env) prune(ctx context.Context, conn *pgx.Conn) error {
 	e.progress("prune agents", "agents", e.cfg.PruneAgents)
-	deadline := time.Now().Add(e.cfg.PhaseTimeout)
-	for {
-		var left int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM agents WHERE name LIKE 'prunable-%'`).Scan(&left); err != nil {
-			return err
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("prune: %d of %d planted agents still there after %s", left, e.cfg.PruneAgents, e.cfg.PhaseTimeout)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := e.waitNone(ctx, conn, "planted agents not pruned", 100*time.Millisecond,
+		`SELECT count(*) FROM agents WHERE name LIKE 'prunable-%'`); err != nil {
+		return err
 	}
 	var calls, rows int64
 	var total float64

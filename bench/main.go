@@ -3,7 +3,7 @@
 // durable PostgreSQL seeded with realistic history, and River's
 // throughput on the same server in the same run, and prints one line per
 // figure and the Vigil/River ratios. docs/performance.md records the
-// figures; adr/0018-bench-beside-river.md explains the design.
+// figures; adr/0024-bench-beside-river.md explains the design.
 //
 // Everything it starts (PostgreSQL, vigil processes, the River program)
 // it stops by its own handle before it returns, and it removes its work
@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
@@ -219,5 +221,33 @@ func (e *env) measureVigil(ctx context.Context) error {
 	if err := v.stop(30 * time.Second); err != nil {
 		return err
 	}
+	if err := e.clearLeftovers(ctx, conn, queued); err != nil {
+		return err
+	}
 	return e.lite(ctx, conn, queued)
+}
+
+// clearLeftovers cancels, with SQL while no vigil runs, the throughput
+// runs a cut phase left unfinished (all but keep) and drops their
+// scheduler marks, so the next vigil process starts from the work it is
+// measured on, not from what the last one could not finish.
+func (e *env) clearLeftovers(ctx context.Context, conn *pgx.Conn, keep []int64) error {
+	var runs, tis int64
+	err := conn.QueryRow(ctx, `
+		WITH r AS (
+		  UPDATE runs SET state = 'cancelled', end_date = now(), updated_at = now()
+		   WHERE dag_id = ANY ($1) AND state IN ('queued', 'running') AND id <> ALL ($2) RETURNING id),
+		t AS (
+		  UPDATE task_instances SET state = 'cancelled', end_date = now(), updated_at = now()
+		   WHERE run_id IN (SELECT id FROM r) AND state IN ('none', 'scheduled', 'queued', 'running', 'up_for_retry')
+		  RETURNING 1),
+		d AS (DELETE FROM run_dirty WHERE run_id IN (SELECT id FROM r))
+		SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM t)`, []string{wideDAG, chainDAG}, keep).Scan(&runs, &tis)
+	if err != nil {
+		return fmt.Errorf("clear leftovers: %w", err)
+	}
+	if runs > 0 {
+		fmt.Fprintf(e.out.w, "# cleared %d runs (%d TIs) the synthetic phase left unfinished\n", runs, tis)
+	}
+	return nil
 }

@@ -48,7 +48,9 @@ func (e *env) reportBurnDown(ctx context.Context, conn *pgx.Conn, key, label str
 	}
 	note := fmt.Sprintf("%d TIs in %.1fs, first claim to last completion", n, span.Seconds())
 	if n < want {
-		note = fmt.Sprintf("CUT at -phase-timeout %s: %d of %d TIs in %.1fs", e.cfg.PhaseTimeout, n, want, span.Seconds())
+		// A cut burn-down's rate is over what finished: no ratio from it.
+		key = ""
+		note = fmt.Sprintf("CUT at -phase-timeout %s: %d of %d TIs in %.1fs; no ratio", e.cfg.PhaseTimeout, n, want, span.Seconds())
 	}
 	tps := 0.0
 	if span > 0 {

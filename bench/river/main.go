@@ -4,7 +4,7 @@
 // server and prints the ratio.
 //
 // It lives in a module of its own so that River never enters Vigil's
-// go.mod (adr/0018-bench-beside-river.md). It prints one JSON object per
+// go.mod (adr/0024-bench-beside-river.md). It prints one JSON object per
 // mode on stdout ({"mode","jobs","seconds","jobs_per_sec"}); progress goes
 // to stderr.
 package main
@@ -116,10 +116,14 @@ type noopWorker struct {
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
-// newClient returns a client with river bench's settings and a channel of
+// newClient empties river_job (as river bench does before each mode) and
+// returns a client with river bench's settings and a channel of
 // completion events (counted from the completer, as river bench does, so a
 // job counts once its completion is written).
-func newClient(driver *riverpgxv5.Driver) (*river.Client[pgx.Tx], <-chan *river.Event, func(), error) {
+func newClient(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver) (*river.Client[pgx.Tx], <-chan *river.Event, func(), error) {
+	if err := reset(ctx, pool); err != nil {
+		return nil, nil, nil, err
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, noopWorker{})
 	client, err := river.NewClient(driver, &river.Config{
@@ -139,7 +143,7 @@ func newClient(driver *riverpgxv5.Driver) (*river.Client[pgx.Tx], <-chan *river.
 	return client, events, cancel, nil
 }
 
-// reset empties river_job between modes, as river bench does before each.
+// reset empties river_job and compacts it.
 func reset(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := pool.Exec(ctx, `TRUNCATE river_job`); err != nil {
 		return err
@@ -166,10 +170,7 @@ func insert(ctx context.Context, client *river.Client[pgx.Tx], n int) error {
 // burnDown inserts jobs, then starts the client and times it from Start
 // to the last completion.
 func burnDown(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver, jobs int) (result, error) {
-	if err := reset(ctx, pool); err != nil {
-		return result{}, err
-	}
-	client, events, cancel, err := newClient(driver)
+	client, events, cancel, err := newClient(ctx, pool, driver)
 	if err != nil {
 		return result{}, err
 	}
@@ -203,10 +204,7 @@ func burnDown(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver
 // 250 ms, as river bench does) and counts completions over duration,
 // after a first batch is in.
 func steadyRun(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver, duration time.Duration) (result, error) {
-	if err := reset(ctx, pool); err != nil {
-		return result{}, err
-	}
-	client, events, cancel, err := newClient(driver)
+	client, events, cancel, err := newClient(ctx, pool, driver)
 	if err != nil {
 		return result{}, err
 	}
