@@ -79,7 +79,11 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "SLA: reap latency after becoming stuck: %s\n", percentiles(r.Verdict.ReapLatency))
 	fmt.Fprintf(&b, "SLA: runs live at the last fault, terminal after it: %s\n", percentiles(r.Verdict.RunLatency))
 	var elected, fenced []time.Duration
+	etcdDown := 0
 	for _, f := range r.Verdict.Failovers {
+		if f.EtcdDown {
+			etcdDown++
+		}
 		if f.New != "" {
 			elected = append(elected, f.Elected)
 		}
@@ -87,6 +91,8 @@ func (r *Report) Text() string {
 			fenced = append(fenced, f.Fenced)
 		}
 	}
+	fmt.Fprintf(&b, "failover: %d leaders lost, %d judged (%d with etcd restarted within TTL + 2 s)\n",
+		len(r.Verdict.Failovers), len(r.Verdict.Failovers)-etcdDown, etcdDown)
 	fmt.Fprintf(&b, "failover: leader lost -> etcd names another: %s\n", percentiles(elected))
 	fmt.Fprintf(&b, "failover: leader lost -> fence taken by another: %s\n", percentiles(fenced))
 	fmt.Fprintf(&b, "reaped executions still alive at the reap: %d\n", len(r.Verdict.ReapedAlive))

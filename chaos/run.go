@@ -36,22 +36,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	c, err := startCluster(ctx, cfg, rec)
 	defer func() {
 		if c != nil {
-			c.stop(context.WithoutCancel(ctx))
-			for _, a := range c.agents {
-				if a.proc != nil {
-					a.proc.killStragglers()
-				}
-			}
+			c.shutdown(ctx)
 		}
 	}()
 	if err != nil {
 		return nil, err
 	}
-	h := &History{Seed: cfg.Seed, Timing: cfg.Timing}
+	h := &History{Seed: cfg.Seed, Timing: cfg.Timing, Timeouts: workloadTimeouts()}
 	if h.RunBound, err = c.applyWorkload(ctx, script, j.path); err != nil {
 		return nil, err
 	}
-	h.Timeouts = workloadTimeouts()
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -63,8 +57,26 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		defer wg.Done()
 		c.trigger(trig, rand.New(rand.NewPCG(uint64(cfg.Seed), 7)), 6)
 	}()
-
 	time.Sleep(3 * time.Second) // a first wave of runs is live before the first fault
+	plan := c.faultPhase(ctx, cfg, h, logf)
+	stopTrig()
+	c.settle(ctx, cfg, h)
+	stopBG()
+	wg.Wait()
+	if err := c.gather(ctx, cfg, h, j, rec); err != nil {
+		return nil, err
+	}
+	c = nil // gather stopped it
+	if err := SaveHistory(filepath.Join(cfg.WorkDir, "history.json"), h); err != nil {
+		return nil, err
+	}
+	rep := NewReport(cfg, h, Check(h), plan)
+	return rep, rep.write(cfg.Report)
+}
+
+// faultPhase injects the whole plan (every phase) and records the phases
+// in h. It returns the plan.
+func (c *cluster) faultPhase(ctx context.Context, cfg Config, h *History, logf func(string, ...any)) []Fault {
 	plan, starts := cfg.plan()
 	began := time.Now()
 	for i, seed := range cfg.seeds() {
@@ -76,49 +88,56 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		logf("chaos: phase %d: %d faults from seed %d, from %s", i+1, n, seed, began.Add(starts[i]).Format("15:04:05"))
 	}
 	c.inject(ctx, plan, began, logf)
-	stopTrig()
-	logf("chaos: %d faults injected in %s; waiting for the runs to end", rec.faultCount(), time.Since(began).Round(time.Second))
+	logf("chaos: %d faults injected in %s; waiting for the runs to end", c.rec.faultCount(), time.Since(began).Round(time.Second))
+	return plan
+}
 
+// settle waits until no run is live, at most the SLA bound for the
+// longest DAG plus 5 s, and then for the last log batches to land.
+func (c *cluster) settle(ctx context.Context, cfg Config, h *History) {
 	var longest time.Duration
 	for _, b := range h.RunBound {
 		longest = max(longest, b)
 	}
-	settle := cfg.Timing.AgentLost + cfg.Timing.Sweep + 5*time.Second + longest + 5*time.Second
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
+	deadline := time.Now().Add(cfg.Timing.AgentLost + cfg.Timing.Sweep + 5*time.Second + longest + 5*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if n, err := liveRuns(ctx, c.directURL()); err == nil && n == 0 {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(2 * cfg.Timing.HeartbeatInterval) // the last log batches land
-	stopBG()
-	wg.Wait()
+	time.Sleep(2 * cfg.Timing.HeartbeatInterval)
+}
 
+// gather fills h from the database, the journal and the replicas' logs,
+// stopping the cluster once the database has been read.
+func (c *cluster) gather(ctx context.Context, cfg Config, h *History, j *journal, rec *recorder) error {
 	h.End = time.Now()
 	rec.snapshot(h)
 	if err := collect(ctx, c.directURL(), h); err != nil {
-		return nil, err
+		c.shutdown(ctx)
+		return err
 	}
+	c.shutdown(ctx)
 	rec.mu.Lock()
 	gone := rec.gone
 	rec.mu.Unlock()
+	var err error
 	if h.Executions, err = parseJournal(j.path, gone); err != nil {
-		return nil, err
+		return err
 	}
+	h.Graces, err = collectGraces(cfg.WorkDir)
+	return err
+}
+
+// shutdown stops the cluster and kills any task process an agent left.
+func (c *cluster) shutdown(ctx context.Context) {
 	c.stop(context.WithoutCancel(ctx))
-	if h.Graces, err = collectGraces(cfg.WorkDir); err != nil {
-		return nil, err
-	}
 	for _, a := range c.agents {
-		a.proc.killStragglers()
+		if a.proc != nil {
+			a.proc.killStragglers()
+		}
 	}
-	c = nil
-	if err := SaveHistory(filepath.Join(cfg.WorkDir, "history.json"), h); err != nil {
-		return nil, err
-	}
-	rep := NewReport(cfg, h, Check(h), plan)
-	return rep, rep.write(cfg.Report)
 }
 
 // write writes the report's text to path (nothing when path is empty).
