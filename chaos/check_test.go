@@ -185,3 +185,22 @@ func TestSLAStretchesByASlowDatabase(t *testing.T) {
 	h.Faults = append(h.Faults, FaultRecord{Kind: DatabaseSlow, Target: "postgres", Start: at(8), End: at(11), Detail: "30ms"})
 	assert.Empty(t, violationsOf(Check(h), InvSLA), "3s of slow statements stretch the 8.25s bound to 11.25s")
 }
+
+func TestRecheckJudgesASavedHistoryAgain(t *testing.T) {
+	dir := t.TempDir()
+	h := cleanHistory()
+	h.Phases = []Phase{{Seed: 1, Faults: 2, From: at(0)}}
+	require.NoError(t, SaveHistory(dir+"/history.json", h))
+	rep, err := Recheck(dir+"/history.json", dir+"/report.txt")
+	require.NoError(t, err)
+	assert.Empty(t, rep.Violations())
+	assert.Equal(t, 2, rep.Total())
+	assert.Contains(t, rep.Text(), "phase 1: seed 1, 2 faults")
+
+	h.TIs[0].State = "failed"
+	require.NoError(t, SaveHistory(dir+"/history.json", h))
+	rep, err = Recheck(dir+"/history.json", "")
+	require.NoError(t, err)
+	require.Len(t, rep.Violations(), 1)
+	assert.Contains(t, rep.Text(), "[4 no lost completion] attempt A")
+}

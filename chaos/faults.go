@@ -110,12 +110,16 @@ func (c *cluster) applyAgent(ctx context.Context, f Fault, rec FaultRecord) (Fau
 }
 
 func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (FaultRecord, error) {
-	lead := c.awaitLeader(ctx, 5*time.Second)
+	wait := 5 * time.Second
+	if f.Kind == LeaderKill || f.Kind == LeaderStop || f.Kind == LeaderStopMidTx {
+		wait = leaderWait // a leader fault waits for the next leader rather than being dropped
+	}
+	lead := c.awaitLeader(ctx, wait)
 	target := c.replicas[f.Pick%len(c.replicas)]
 	switch f.Kind {
 	case LeaderKill, LeaderStop, LeaderStopMidTx:
 		if lead == nil {
-			return rec, fmt.Errorf("no leader to target")
+			return rec, fmt.Errorf("no leader to target within %s", wait)
 		}
 		target = lead
 	case AttachedReplicaStop, FollowerRestart:
@@ -196,6 +200,10 @@ func (c *cluster) leaderSessionsInTx(ctx context.Context) int {
 func (c *cluster) directURL() string {
 	return fmt.Sprintf("postgres://vigil@127.0.0.1:%d/vigil?sslmode=disable", c.pgCfg.Port)
 }
+
+// leaderWait bounds how long a leader fault waits for a leader (one may
+// be in the middle of a failover, or PostgreSQL restarting).
+const leaderWait = 30 * time.Second
 
 // awaitLeader waits up to d for exactly one replica to lead.
 func (c *cluster) awaitLeader(ctx context.Context, d time.Duration) *replica {
