@@ -200,7 +200,7 @@ func (e *env) measureVigil(ctx context.Context) error {
 		func() error { return e.heartbeats(ctx, v, conn) },
 		func() error { return e.reapStale(ctx, v, conn) },
 		func() error { return e.synthetic(ctx, v, conn) },
-		func() error { return e.prune(ctx, conn) },
+		func() error { return e.prune(ctx, v, conn) },
 		func() error { return e.statements(ctx, conn, "vigil with synthetic agents") },
 	}
 	for _, step := range steps {
