@@ -49,6 +49,26 @@ func (e *env) heartbeats(ctx context.Context, v *vigilProc, conn *pgx.Conn) erro
 	if err != nil {
 		return err
 	}
+	lat, sent, took, err := hammer(ctx, agents, entries, e.cfg.HeartbeatFor)
+	if err != nil {
+		return fmt.Errorf("heartbeat ingest: %w", err)
+	}
+	e.out.figure("hb_rate", fmt.Sprintf("heartbeat ingest at %d running TIs", e.cfg.HeartbeatTIs),
+		float64(sent)/took.Seconds(), "TI-heartbeats/s",
+		fmt.Sprintf("%d requests of %d TIs, %d in flight", len(lat), per, e.cfg.HeartbeatAgents))
+	e.out.figure("hb_p50", "heartbeat request p50", msf(percentile(lat, 50)), "ms", "")
+	e.out.figure("hb_p99", "heartbeat request p99", msf(percentile(lat, 99)), "ms", "")
+	if err := e.hotRatio(ctx, conn, before, sent); err != nil {
+		return err
+	}
+	return finishHeld(ctx, conn, agents, ids)
+}
+
+// hammer has every agent send heartbeats of all its entries back to back
+// for d, one request in flight per agent, and returns the latencies of
+// the requests that completed inside the window, the TI-heartbeats they
+// carried, and how long it ran. Any refused request ends it with an error.
+func hammer(ctx context.Context, agents map[int64]*agent, entries map[int64][]protocol.HeartbeatEntry, d time.Duration) ([]time.Duration, int64, time.Duration, error) {
 	var (
 		mu    sync.Mutex
 		lat   []time.Duration
@@ -56,7 +76,7 @@ func (e *env) heartbeats(ctx context.Context, v *vigilProc, conn *pgx.Conn) erro
 		first error
 		wg    sync.WaitGroup
 	)
-	hctx, cancel := context.WithTimeout(ctx, e.cfg.HeartbeatFor)
+	hctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
 	for id, a := range agents {
@@ -86,26 +106,21 @@ func (e *env) heartbeats(ctx context.Context, v *vigilProc, conn *pgx.Conn) erro
 		}()
 	}
 	wg.Wait()
-	took := time.Since(start)
-	if first != nil {
-		return fmt.Errorf("heartbeat ingest: %w", first)
-	}
-	e.out.figure("hb_rate", fmt.Sprintf("heartbeat ingest at %d running TIs", e.cfg.HeartbeatTIs),
-		float64(sent.Load())/took.Seconds(), "TI-heartbeats/s",
-		fmt.Sprintf("%d requests of %d TIs, %d in flight", len(lat), per, e.cfg.HeartbeatAgents))
-	e.out.figure("hb_p50", "heartbeat request p50", msf(percentile(lat, 50)), "ms", "")
-	e.out.figure("hb_p99", "heartbeat request p99", msf(percentile(lat, 99)), "ms", "")
-	if err := e.hotRatio(ctx, conn, before, sent.Load()); err != nil {
-		return err
-	}
-	_, err = conn.Exec(ctx, `
+	return lat, sent.Load(), time.Since(start), first
+}
+
+// finishHeld ends the heartbeat figure's planted work with SQL (its TIs
+// and runs succeed) and deregisters its agents, so that later figures
+// carry neither the work nor 100 silent agents.
+func finishHeld(ctx context.Context, conn *pgx.Conn, agents map[int64]*agent, ids []int64) error {
+	_, err := conn.Exec(ctx, `
 		WITH t AS (UPDATE task_instances SET state = 'success', end_date = now(), exit_code = 0, updated_at = now()
 		            WHERE agent_id = ANY($1) AND state = 'running' RETURNING run_id)
 		UPDATE runs SET state = 'success', end_date = now(), updated_at = now() WHERE id IN (SELECT run_id FROM t)`, ids)
 	if err != nil {
 		return err
 	}
-	for _, a := range agents { // gone for good: no agent-inactive sweep, no mass silence
+	for _, a := range agents {
 		if err := a.deregister(ctx); err != nil {
 			return err
 		}

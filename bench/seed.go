@@ -97,11 +97,31 @@ type seedCounts struct {
 // historical TIs. The live agents' heartbeats are as of now: the bench
 // runs vigil with an agent-lost threshold they outlive.
 func seed(ctx context.Context, conn *pgx.Conn, historyRuns, liveRuns, prunable int) (seedCounts, error) {
-	steps := []struct {
-		name string
-		sql  string
-		args []any
-	}{
+	steps := append(historySteps(historyRuns, prunable), liveSteps(liveRuns)...)
+	for _, s := range steps {
+		if _, err := conn.Exec(ctx, s.sql, s.args...); err != nil {
+			return seedCounts{}, fmt.Errorf("seed %s: %w", s.name, err)
+		}
+	}
+	var c seedCounts
+	err := conn.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE r.state = 'success'),
+		       (SELECT count(*) FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE r.state = 'running'),
+		       (SELECT count(*) FROM agents WHERE name LIKE 'prunable-%')`).Scan(&c.HistoryTIs, &c.LiveTIs, &c.PrunableAgents)
+	return c, err
+}
+
+// seedStep is one seeding statement.
+type seedStep struct {
+	name string
+	sql  string
+	args []any
+}
+
+// historySteps write the agents, the terminal history with its events and
+// logs, and the prunable agents' share of it.
+func historySteps(historyRuns, prunable int) []seedStep {
+	return []seedStep{
 		{"live agents", `
 			INSERT INTO agents (name, tags, capacity, state, registered_at, last_heartbeat_at, oldest_heartbeat_at)
 			SELECT 'seeded-' || g, ARRAY[$2], 1024, 'active', now() - interval '1 day', now(), now() - interval '5 seconds'
@@ -147,6 +167,13 @@ func seed(ctx context.Context, conn *pgx.Conn, historyRuns, liveRuns, prunable i
 			INSERT INTO task_logs (ti_id, try_number, attempt_id, seq, stream, ts, line, received_at)
 			SELECT id, 1, attempt_id, 1, 'stdout', end_date, 'done', end_date FROM task_instances
 			 WHERE ordinal % 5 = 0 ORDER BY id`, nil},
+	}
+}
+
+// liveSteps write the running runs and their TIs, then VACUUM ANALYZE so
+// that plans and the visibility map are those of a settled table.
+func liveSteps(liveRuns int) []seedStep {
+	return []seedStep{
 		{"live runs", `
 			WITH ag AS (SELECT array_agg(id ORDER BY id) AS ids FROM agents WHERE name LIKE 'seeded-%'),
 			r AS (
@@ -185,17 +212,6 @@ func seed(ctx context.Context, conn *pgx.Conn, historyRuns, liveRuns, prunable i
 			  FROM ti ORDER BY run_id, o`, []any{seededDAG, liveRuns, seededTag, seedWidth}},
 		{"vacuum", `VACUUM (ANALYZE)`, nil},
 	}
-	for _, s := range steps {
-		if _, err := conn.Exec(ctx, s.sql, s.args...); err != nil {
-			return seedCounts{}, fmt.Errorf("seed %s: %w", s.name, err)
-		}
-	}
-	var c seedCounts
-	err := conn.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE r.state = 'success'),
-		       (SELECT count(*) FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE r.state = 'running'),
-		       (SELECT count(*) FROM agents WHERE name LIKE 'prunable-%')`).Scan(&c.HistoryTIs, &c.LiveTIs, &c.PrunableAgents)
-	return c, err
 }
 
 // heldTI is one planted running TI: what its agent heartbeats.
