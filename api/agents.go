@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -171,7 +172,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	defer poll.Stop()
 	raced := 0 // consecutive empty claims after a look that found work
 	for {
-		c, err := s.cfg.Store.Claimable(r.Context(), agentID)
+		c, tasks, err := s.lookAndClaim(r.Context(), agentID, req.Slots)
 		if err != nil {
 			s.writeStoreError(w, r, err)
 			return
@@ -182,11 +183,6 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if c.Queued && c.Room > 0 {
-			tasks, err := s.cfg.Store.Claim(r.Context(), agentID, req.Slots)
-			if err != nil {
-				s.writeStoreError(w, r, err)
-				return
-			}
 			if len(tasks) > 0 {
 				for _, t := range tasks {
 					s.log.Debug("task instance claimed", "agent_id", agentID, "ti_id", t.TIID, "run_id", t.RunID,
@@ -216,6 +212,23 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		case <-poll.C:
 		}
 	}
+}
+
+// lookAndClaim is one round of the claim long-poll within the bulk
+// limit: the read-only look, and the claim when the look found work and
+// room (slots > 0).
+func (s *Server) lookAndClaim(ctx context.Context, agentID int64, slots int) (store.Claimability, []store.ClaimedTask, error) {
+	release, ok := s.acquireBulk(ctx)
+	if !ok {
+		return store.Claimability{}, nil, ctx.Err()
+	}
+	defer release()
+	c, err := s.cfg.Store.Claimable(ctx, agentID)
+	if err != nil || slots == 0 || !c.Queued || c.Room <= 0 {
+		return c, nil, err
+	}
+	tasks, err := s.cfg.Store.Claim(ctx, agentID, slots)
+	return c, tasks, err
 }
 
 // Claim long-poll pacing: claimPoll is the safety-net look when no

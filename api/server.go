@@ -81,6 +81,11 @@ type Config struct {
 	// the API does not own; it reports false for a path it does not serve.
 	Console func(w http.ResponseWriter, r *http.Request) bool
 	Version string // the build, for GET /v1/version; default "dev"
+	// BulkLimit bounds the agent claims, completions and log batches
+	// using the database at once on this replica (limits.go); 0: no
+	// bound. Set it below the main pool's size so that operator and
+	// health requests always find a connection.
+	BulkLimit int
 }
 
 // Server is the HTTP API. Build it with New and mount Handler.
@@ -90,7 +95,8 @@ type Server struct {
 	mux       *http.ServeMux
 	draining  chan struct{}
 	drainOnce sync.Once
-	promHTTP  http.Handler // /metrics, built by routes
+	promHTTP  http.Handler  // /metrics, built by routes
+	bulk      chan struct{} // the bulk limit's slots (limits.go); nil: none
 }
 
 // Drain makes every pending and future claim long-poll return at once
@@ -123,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
+	if cfg.BulkLimit > 0 {
+		s.bulk = make(chan struct{}, cfg.BulkLimit)
+	}
 	s.routes()
 	return s, nil
 }
@@ -230,25 +239,27 @@ func (s *Server) routes() {
 	s.promHTTP = promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})
 	for _, rt := range routeTable {
 		h := func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) }
+		var hd http.Handler
 		switch rt.access {
 		case AccessAgentSelf:
 			// self: the agent in the path, proven by its credential.
-			s.mux.Handle(rt.pattern, s.auth(rt.access, s.agentSelf(h)))
+			hd = s.auth(rt.access, s.agentSelf(h))
 		case AccessAgentSelfOrOperator:
-			s.mux.Handle(rt.pattern, s.auth(rt.access, func(w http.ResponseWriter, r *http.Request) {
+			hd = s.auth(rt.access, func(w http.ResponseWriter, r *http.Request) {
 				if callerOf(r.Context()).role == roleOperator {
 					h(w, r)
 					return
 				}
 				s.agentSelf(h)(w, r)
-			}))
+			})
 		case AccessAgent, AccessOperator, AccessRead:
-			s.mux.Handle(rt.pattern, s.auth(rt.access, h))
+			hd = s.auth(rt.access, h)
 		case AccessOpen:
-			s.mux.HandleFunc(rt.pattern, h)
+			hd = http.HandlerFunc(h)
 		default:
 			panic("api: route " + rt.pattern + " has no access")
 		}
+		s.mux.Handle(rt.pattern, s.byClass(rt.pattern, hd))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Console != nil && s.cfg.Console(w, r) {

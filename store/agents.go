@@ -147,7 +147,7 @@ func (s *Store) Register(ctx context.Context, req Registration) (Registered, err
 // whose name a restarted one took over.
 func (s *Store) CheckAgentCredential(ctx context.Context, agentID int64, credential string) error {
 	var stored []byte
-	err := s.pool.QueryRow(ctx, `SELECT credential_hash FROM agents WHERE id = $1`, agentID).Scan(&stored)
+	err := s.db(ctx).QueryRow(ctx, `SELECT credential_hash FROM agents WHERE id = $1`, agentID).Scan(&stored)
 	if errNoRows(err) {
 		return fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
 	}
@@ -175,7 +175,7 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []Heartbea
 	var agentOK bool
 	var stale []byte
 	var now time.Time
-	err := s.pool.QueryRow(ctx, `
+	err := s.db(ctx).QueryRow(ctx, `
 		WITH e AS (
 		  SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::bool[]) AS e(ti_id, attempt_id, started)),
 		a AS (

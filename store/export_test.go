@@ -24,3 +24,24 @@ func MigrateToForTest(ctx context.Context, databaseURL string, version int32) er
 	}
 	return m.MigrateTo(ctx, version)
 }
+
+// HoldMainPoolForTest acquires every connection of the main pool and
+// returns their release. Test builds only.
+func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
+	var held []interface{ Release() }
+	for range s.pool.Config().MaxConns {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			for _, h := range held {
+				h.Release()
+			}
+			return nil, err
+		}
+		held = append(held, c)
+	}
+	return func() {
+		for _, h := range held {
+			h.Release()
+		}
+	}, nil
+}

@@ -154,6 +154,9 @@ type Options struct {
 	// LeaderTimeouts bound the sessions of LeaderTx and AcquireFence; zero
 	// fields take DefaultLeaderTimeouts(ElectionTTL).
 	LeaderTimeouts LeaderTimeouts
+	// Pools sizes the main and the heartbeat pools; zero fields take the
+	// defaults (Pools.Resolve).
+	Pools Pools
 }
 
 // LeaderTimeouts returns the resolved timeouts of the leader sessions.

@@ -59,13 +59,15 @@ func (e *StaleAttemptError) Error() string {
 	return fmt.Sprintf("attempt of task instance %d is not current (%s; state %s)", e.TIID, e.Reason, st)
 }
 
-// Store wraps two pgx pools. It is safe for concurrent use.
+// Store wraps three pgx pools. It is safe for concurrent use.
 //
-// The main pool serves everything but leader work. The leader pool, a few
+// The main pool serves everything but heartbeats and leader work; the
+// heartbeat pool serves statements under a Priority context (Pools). The leader pool, a few
 // connections whose sessions carry the LeaderTimeouts, serves only
 // LeaderTx and AcquireFence (adr/0010-bounded-leader-waits.md).
 type Store struct {
 	pool           *pgxpool.Pool
+	hb             *pgxpool.Pool // heartbeats: see Pools and Priority
 	leader         *pgxpool.Pool
 	leaderTimeouts LeaderTimeouts
 	holdMarker     string // test hook: see EnvTestHookHoldLeaderTx
@@ -84,7 +86,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 }
 
 // OpenWithOptions connects to databaseURL (a postgres:// URL or DSN): the
-// main pool (at least 10 connections) and the leader pool, whose sessions
+// main and heartbeat pools sized by opts.Pools, and the leader pool, whose sessions
 // get opts' resolved LeaderTimeouts. It pings the first and checks the
 // settings on the second within 10 s. Errors: invalid timeouts (naming
 // the flag and rule, see LeaderTimeouts.Resolve), a bad URL, an
@@ -95,35 +97,35 @@ func OpenWithOptions(ctx context.Context, databaseURL string, opts Options) (*St
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(databaseURL)
+	pools, err := opts.Pools.Resolve()
 	if err != nil {
-		return nil, fmt.Errorf("database-url: %w", err)
+		return nil, err
 	}
-	if cfg.MaxConns < 10 {
-		cfg.MaxConns = 10
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, hb, err := openPools(ctx, databaseURL, pools, opts.Pools.MaxConns != 0)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
+		hb.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
 	leader, err := openLeaderPool(pctx, databaseURL, lt)
 	if err != nil {
 		pool.Close()
+		hb.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, leader: leader, leaderTimeouts: lt, url: databaseURL,
+	return &Store{pool: pool, hb: hb, leader: leader, leaderTimeouts: lt, url: databaseURL,
 		holdMarker: os.Getenv(EnvTestHookHoldLeaderTx)}, nil
 }
 
-// Close releases both pools.
+// Close releases every pool.
 func (s *Store) Close() {
 	s.pool.Close()
+	s.hb.Close()
 	s.leader.Close()
 }
 

@@ -41,6 +41,10 @@ func TestBadValueNamesSourceWithoutParserText(t *testing.T) {
 		{name: "file range", file: "agents: 99\n", want: `--agents (from config file key agents): 99 is outside 0..64`},
 		{name: "env range", env: map[string]string{"VIGIL_AGENTS": "-1"}, want: `--agents (from VIGIL_AGENTS): -1 is outside 0..64`},
 		{name: "flag range", args: []string{"--agents", "65"}, want: `--agents: 65 is outside 0..64`},
+		{name: "pool size", args: []string{"--db-max-conns", "0"}, want: `--db-max-conns: 0 is outside 1..1000`},
+		{name: "agent conns above the pool", args: []string{"--db-max-conns", "8", "--db-agent-conns", "9"},
+			want: `--db-agent-conns: 9 is outside 1..8 (--db-max-conns)`},
+		{name: "file pool size", file: "db-heartbeat-conns: 0\n", want: `--db-heartbeat-conns (from config file key db-heartbeat-conns): 0 is outside 1..1000`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for k, v := range c.env {

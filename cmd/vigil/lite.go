@@ -56,6 +56,7 @@ type planeOpts struct {
 	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
 	secretFiles                     []*secretFile        // --agent-token-file, --operator-token-file (secrets.go)
 	tls                             serveTLSOpts         // --tls-cert-file, --tls-key-file, --tls-client-ca-file (tls.go)
+	conns                           connOpts             // --db-max-conns, --db-heartbeat-conns, --db-agent-conns (conns.go)
 }
 
 // addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
@@ -73,6 +74,7 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
 	p.recovery = addRecoveryFlags(cmd)
 	addLeaderTimeoutFlags(cmd, &p.leaderTimeouts)
+	addConnFlags(cmd, &p.conns)
 }
 
 // addLeaderTimeoutFlags adds the flags bounding the leader's PostgreSQL
@@ -99,7 +101,11 @@ func (p *planeOpts) storeOptions(ttl time.Duration) (store.Options, error) {
 	if err != nil {
 		return store.Options{}, usageError("%v", err)
 	}
-	return store.Options{ElectionTTL: ttl, LeaderTimeouts: lt}, nil
+	pools, _, err := p.conns.resolve()
+	if err != nil {
+		return store.Options{}, err
+	}
+	return store.Options{ElectionTTL: ttl, LeaderTimeouts: lt, Pools: pools}, nil
 }
 
 // validate checks the shared flags; errors name the flag (exit 2).
@@ -114,6 +120,9 @@ func (p *planeOpts) validate() error {
 		return usageError("--heartbeat-interval: %s is outside 1s..2m", p.heartbeatInterval)
 	case p.tickInterval < 10*time.Millisecond || p.tickInterval > time.Minute:
 		return usageError("--tick-interval: %s is outside 10ms..1m", p.tickInterval)
+	}
+	if _, _, err := p.conns.resolve(); err != nil {
+		return err
 	}
 	if err := p.recovery.thresholds().Validate(p.heartbeatInterval); err != nil {
 		return usageError("%v", nameThresholdFields(err, p.recovery.flags))
@@ -260,7 +269,7 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	}
 	cp, err := startControlPlane(ctx, controlPlaneConfig{
 		store: st, log: log, listen: o.listen, ln: ln, agentToken: agentToken, operatorToken: opToken, viewerToken: o.viewerToken, tls: &o.tls,
-		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
+		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery, conns: o.conns,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
 			return leader.NewStatic(st, replicaID(), log, m), nil
 		},
@@ -308,6 +317,7 @@ type controlPlaneConfig struct {
 	// electionTTL is Pro's --election-ttl (0 in Lite), for the failover
 	// rule of reaper.Thresholds.ValidateTiming.
 	electionTTL time.Duration
+	conns       connOpts // the API's bulk limit (--db-agent-conns)
 }
 
 type controlPlane struct {
@@ -337,11 +347,16 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 		listener.Close()
 		return nil, usageError("%v", err)
 	}
+	_, bulk, err := cfg.conns.resolve()
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
 	srv, err := api.New(api.Config{
 		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
 		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken, ViewerToken: cfg.viewerToken,
 		HeartbeatInterval: cfg.heartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: version,
-		Console: web.Handler(),
+		Console: web.Handler(), BulkLimit: bulk,
 	})
 	if err != nil {
 		listener.Close()

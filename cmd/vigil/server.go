@@ -150,7 +150,7 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 		store: st, log: log.With("replica", o.replicaID), listen: o.listen, ln: ln,
 		agentToken: o.agentToken, operatorToken: o.operatorToken, viewerToken: o.viewerToken, tls: &o.tls,
 		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
-		electionTTL: o.electionTTL,
+		electionTTL: o.electionTTL, conns: o.conns,
 		elector: func(m *metrics.Metrics) (leader.Elector, error) {
 			return leader.NewEtcd(leader.EtcdConfig{
 				Client: etcd, Store: st, Self: o.replicaID, TTL: o.electionTTL, Logger: log, Metrics: m,
