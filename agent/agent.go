@@ -129,10 +129,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	netCtx, cancelNet := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelNet()
 	if err := a.connect(ctx, true); err != nil {
-		if ctx.Err() != nil {
-			return nil // cancelled before anything ran
+		if ctx.Err() == nil {
+			return err
 		}
-		return err
+		// Cancelled before anything ran; an ephemeral agent stopped
+		// between its registration and the end of the replay still
+		// deregisters.
+		a.mu.Lock()
+		registered := a.st.agentID != 0
+		a.mu.Unlock()
+		if a.cfg.Ephemeral && registered {
+			return a.deregister(netCtx)
+		}
+		return nil
 	}
 	var loops sync.WaitGroup
 	for _, loop := range []func(context.Context){a.heartbeatLoop, a.reconnectLoop, a.shipLoop} {
