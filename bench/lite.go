@@ -17,6 +17,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// litePoll is how often the Lite figures count completions with SQL (the
+// in-process agents have no counter the bench can read); a count reads
+// every TI of the runs, so not more often.
+const litePoll = time.Second
+
 // lite measures `vigil lite` with LiteAgents in-process agents of
 // LiteCapacity on the bench database: a burn-down of the runs queued
 // (untaken) before it started, and a steady window. queued are those
@@ -34,7 +39,7 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 	defer v.stop(30 * time.Second)
 	want := int64(len(queued) * wideWidth)
 	label := fmt.Sprintf("lite burn-down (%d agents x %d, `true`)", e.cfg.LiteAgents, e.cfg.LiteCapacity)
-	if _, err := e.waitCount(ctx, want, 250*time.Millisecond,
+	if _, err := e.waitCount(ctx, want, litePoll,
 		func() (int64, error) { return successes(ctx, conn, queued) }, v.exited); err != nil {
 		return err
 	}
@@ -42,7 +47,7 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 		return err
 	}
 	e.progress("lite steady", "for", e.cfg.Steady)
-	if _, err := e.steady(ctx, v, conn, "lite_steady", fmt.Sprintf("lite steady %s", e.cfg.Steady), backlogFor(e.out.vals["lite_burn"]),
+	if _, err := e.steady(ctx, v, conn, "lite_steady", fmt.Sprintf("lite steady %s", e.cfg.Steady), backlogFor(e.out.vals["lite_burn"]), litePoll,
 		func(runs []int64) (int64, error) { return successes(ctx, conn, runs) }, v.exited); err != nil {
 		return err
 	}

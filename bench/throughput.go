@@ -63,8 +63,8 @@ func (e *env) reportBurnDown(ctx context.Context, conn *pgx.Conn, key, label str
 // steady keeps at least backlog queued TIs of the wide DAG (triggering
 // runs through v) and counts the successes of its runs that end within a
 // Steady window on the database clock. completed counts the completions
-// of the runs triggered so far.
-func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, label string, backlog int,
+// of the runs triggered so far; the backlog is topped up every interval.
+func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, label string, backlog int, every time.Duration,
 	completed func(runs []int64) (int64, error), failed func() error) ([]int64, error) {
 	var runs []int64
 	top := func() error {
@@ -97,7 +97,7 @@ func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, lab
 		select {
 		case <-ctx.Done():
 			return runs, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 	t1, err := dbNow(ctx, conn)
@@ -184,7 +184,7 @@ func (e *env) synthetic(ctx context.Context, v *vigilProc, conn *pgx.Conn) error
 	e.progress("synthetic steady", "for", e.cfg.Steady)
 	base := f.completed()
 	sinceBase := func() (int64, error) { return f.completed() - base, nil }
-	steadyRuns, err := e.steady(ctx, v, conn, "steady", fmt.Sprintf("synthetic steady %s", e.cfg.Steady), backlogFor(e.out.vals["burn"]),
+	steadyRuns, err := e.steady(ctx, v, conn, "steady", fmt.Sprintf("synthetic steady %s", e.cfg.Steady), backlogFor(e.out.vals["burn"]), 100*time.Millisecond,
 		func([]int64) (int64, error) { return sinceBase() }, f.failed)
 	if err != nil {
 		return err
