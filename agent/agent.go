@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // ErrDrainTimeout is returned (wrapped) by Run when tasks were still running
@@ -61,7 +59,7 @@ type Agent struct {
 	st       linkState // see link.go
 	attempts map[string]*attempt
 	events   *ring[pendingCompletion]
-	logs     *ring[protocol.LogLine]
+	logs     *logQueue
 	startGen uint64 // counts process starts, see heartbeat
 	// Completion batching (batch.go): the queue and whether a sender
 	// runs; noBatch once the server lacked the batch route.
@@ -101,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 		pipeWait:      pipeWaitDelay,
 		attempts:      make(map[string]*attempt),
 		events:        newRing[pendingCompletion](cfg.EventBufferSize),
-		logs:          newRing[protocol.LogLine](cfg.LogBufferSize),
+		logs:          newLogQueue(cfg.LogBufferSize),
 		wakeReconnect: make(chan struct{}, 1),
 		wakeHeartbeat: make(chan struct{}, 1),
 		wakeShip:      make(chan struct{}, 1),

@@ -56,7 +56,18 @@
 // data it describes. Its counts are agent-wide totals for the outage:
 // events are the heartbeats that fell due plus the buffered completions,
 // log lines are those queued for replay, and "dropped" sums what fell out
-// of either ring since the outage began.
+// of either ring since the outage began, or since the log batch whose
+// failure revealed it was taken, whichever is earlier.
+//
+// # Log delivery
+//
+// Log lines are delivered at least once and stored once: the server
+// ignores a line whose (attempt, Seq) it already has. A line taken for a
+// batch leaves the ring and is held, never dropped, until the server
+// acknowledges it (logQueue), and so are the lines a gap marker announces.
+// A batch whose reply is lost is therefore sent again rather than counted
+// as dropped, and lines printed during a replay cannot push announced ones
+// out unseen: stored lines + the markers' dropped counts = lines printed.
 //
 // # Process groups and the supervisor
 //

@@ -49,6 +49,10 @@ type fakeAPI struct {
 	holdBatch chan struct{}
 	noBatches bool // serve no batch route: an older server
 	logs      map[string][]protocol.LogLine
+	// logsHook, when set, sees every log batch after it is stored and
+	// before the reply; returning true closes the connection instead of
+	// replying: the batch landed but the agent never hears so.
+	logsHook  func(lines []protocol.LogLine) (loseReply bool)
 	stop      map[string]string // attempt -> reason, sent in the next heartbeat reply
 	terminate map[string]string // attempt -> reason, sent in the next register reply
 	stale     map[string]bool
@@ -241,12 +245,26 @@ func (f *fakeAPI) completeLocked(req protocol.CompleteRequest) *protocol.ErrorDe
 func (f *fakeAPI) logsHandler(w http.ResponseWriter, r *http.Request) any {
 	req := decode[protocol.LogsRequest](r)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, l := range req.Lines {
 		f.logs[l.AttemptID] = append(f.logs[l.AttemptID], l)
 	}
+	hook := f.logsHook
+	f.mu.Unlock()
+	if hook != nil && hook(req.Lines) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+		return nil
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// setLogsHook installs (or, with nil, removes) the logsHook.
+func (f *fakeAPI) setLogsHook(h func(lines []protocol.LogLine) (loseReply bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logsHook = h
 }
 
 // --- test-side helpers ---

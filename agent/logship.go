@@ -66,7 +66,8 @@ func (a *Agent) shipOnce(ctx context.Context, s *shipper) (remaining int, ok boo
 		return 0, false
 	}
 	c := a.connLocked()
-	batch, first := a.logs.Peek(shipBatchLines)
+	batch, first := a.logs.Next(shipBatchLines)
+	dropsBefore := a.events.Dropped() + a.logs.Dropped()
 	a.mu.Unlock()
 	if len(batch) == 0 {
 		return 0, false
@@ -84,13 +85,13 @@ func (a *Agent) shipOnce(ctx context.Context, s *shipper) (remaining int, ok boo
 			if isAgentGone(err) {
 				s.goneAt = first + 1
 			}
-			a.linkFailed(c, err)
+			a.batchFailed(c, err, dropsBefore)
 			return 0, false
 		}
 		a.log.Error("log batch rejected; dropped", "lines", len(batch), "err", err)
 	}
 	a.mu.Lock()
-	a.logs.DiscardBefore(first + uint64(len(batch)))
+	a.logs.Ack(len(batch))
 	remaining, dropped := a.logs.Len(), a.logs.Dropped()
 	close(a.shipped)
 	a.shipped = make(chan struct{})
@@ -101,6 +102,21 @@ func (a *Agent) shipOnce(ctx context.Context, s *shipper) (remaining int, ok boo
 		s.dropsLogged = dropped
 	}
 	return remaining, true
+}
+
+// batchFailed takes the link down after a log batch failed with err. Lines
+// that fell out of the ring while the batch was in flight were lost to the
+// outage this failure opens, though it is noticed only now: the gap marker
+// counts them (dropsBefore is the drop total when the batch was taken).
+func (a *Agent) batchFailed(c conn, err error, dropsBefore uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.markDownLocked(c.gen, err) {
+		return
+	}
+	if o := a.st.outage; o != nil && !o.markersSent {
+		o.dropBase = min(o.dropBase, dropsBefore)
+	}
 }
 
 // awaitShipped waits until the log lines below ring index end have been

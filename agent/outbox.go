@@ -137,7 +137,7 @@ func (a *Agent) sendMarkers(ctx context.Context, c conn) error {
 	dur := time.Since(o.start).Round(time.Second)
 	completions := a.events.Len()
 	events := o.heartbeats + completions
-	lines := a.logs.Len()
+	lines := a.logs.Announce() // held until delivered, so the count stays true
 	dropped := a.events.Dropped() + a.logs.Dropped() - o.dropBase
 	markers := slices.Clone(o.markers)
 	a.mu.Unlock()
