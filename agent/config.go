@@ -74,7 +74,11 @@ type Config struct {
 	// Default 5000 (docs/design.md §4).
 	EventBufferSize int
 	// LogBufferSize bounds the log lines waiting to be shipped, during an
-	// outage or not. Default 10000 (docs/design.md §4).
+	// outage or not; the oldest is dropped and counted when it is full.
+	// Lines already sent but unacknowledged (one batch, at most 500) and
+	// those a gap marker announced are held apart until delivered, so a
+	// replay may hold up to 2 × LogBufferSize + 500 lines. Default 10000
+	// (docs/design.md §4).
 	LogBufferSize int
 	// KillGrace is the delay between SIGTERM and SIGKILL when the agent
 	// kills a process group. Default 10s.
