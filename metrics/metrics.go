@@ -44,6 +44,10 @@ const (
 	// (docs/scheduler-resilience.md, "Mass-silence brake").
 	DecisionAgentLostHeld    = "agent_lost_held"
 	DecisionDispatchLostHeld = "dispatch_lost_held"
+	// DecisionTickPassTimeout counts scheduling passes that ran out of
+	// time as a tick's first pass and rolled back: the next pass takes
+	// half the runs (adr/0011-incremental-scheduler.md, "Amendment").
+	DecisionTickPassTimeout = "tick_pass_timeout"
 )
 
 // ReaperNames lists the reapers whose `<name>_list_error` and
@@ -64,7 +68,7 @@ func DecisionLabels() []string {
 		DecisionAgentLost, DecisionAgentLostRequeued, DecisionDispatchLost,
 		DecisionOrphanReaped, DecisionOrphanFinalized, DecisionLateCompletion, DecisionLateCompletionRecorded,
 		DecisionAgentInactive, DecisionExecutionTimeout, DecisionRunTimeout, DecisionRetentionPruned,
-		DecisionReconcileRepaired, DecisionAgentLostHeld, DecisionDispatchLostHeld,
+		DecisionReconcileRepaired, DecisionAgentLostHeld, DecisionDispatchLostHeld, DecisionTickPassTimeout,
 	}
 	for _, name := range ReaperNames() {
 		labels = append(labels, name+DecisionSuffixListError, name+DecisionSuffixCandidateError)

@@ -43,7 +43,7 @@ func TestMetricsDecisionsFromZero(t *testing.T) {
 	want := []string{
 		"agent_lost", "agent_lost_requeued", "dispatch_lost", "orphan_reaped", "orphan_finalized",
 		"late_completion_accepted", "late_completion_recorded", "agent_inactive", "execution_timeout",
-		"run_timeout", "retention_pruned", "reconcile_repaired", "agent_lost_held", "dispatch_lost_held",
+		"run_timeout", "retention_pruned", "reconcile_repaired", "agent_lost_held", "dispatch_lost_held", "tick_pass_timeout",
 		"agent_lost_list_error", "dispatch_lost_list_error", "orphan_list_error",
 		"agent_inactive_list_error", "execution_timeout_list_error", "run_timeout_list_error",
 		"agent_lost_error", "dispatch_lost_error", "orphan_error",

@@ -70,6 +70,10 @@ type Config struct {
 	// TickBatch and ReconcileBatch bound the runs per fenced transaction;
 	// defaults DefaultTickBatch and DefaultReconcileBatch.
 	TickBatch, ReconcileBatch int
+	// TickTIs bounds the non-terminal TIs summed over the runs of one tick
+	// or reconcile transaction (the first run is always taken); default
+	// store.DefaultPassTIs (adr/0011-incremental-scheduler.md, "Amendment").
+	TickTIs int
 	// Clock is what reapers compare thresholds against and what the stall
 	// detector reads; default the database clock on a dedicated connection.
 	Clock     reaper.Clock
@@ -99,6 +103,7 @@ type Scheduler struct {
 	stall *stallDetector
 
 	tickHook func(ctx context.Context) // tests only: runs at the start of every tick
+	pace     pacer
 }
 
 // New validates cfg and returns a Scheduler. Errors name the field.
@@ -161,6 +166,7 @@ func (cfg *Config) defaults() error {
 	}
 	cfg.TickBatch = cmpOr(cfg.TickBatch, DefaultTickBatch)
 	cfg.ReconcileBatch = cmpOr(cfg.ReconcileBatch, DefaultReconcileBatch)
+	cfg.TickTIs = cmpOr(cfg.TickTIs, store.DefaultPassTIs)
 	if cfg.Clock == nil {
 		cfg.Clock = reaper.DBClock{Store: cfg.Store}
 	}

@@ -9,24 +9,32 @@ import (
 )
 
 // Tick runs incremental scheduling passes under epoch until the dirty
-// queue is drained (each pass takes at most TickBatch runs, in its own
-// fenced transaction) and returns what they did together. An idle tick is
-// two index reads, whatever the history or number of live runs.
+// queue is drained (each pass in its own fenced transaction, bounded by
+// the pacer: TickBatch runs and TickTIs TIs at most), then retries one
+// stuck run on its own (see pacer), and returns what they did together. An idle tick is two index reads, whatever the history or
+// number of live runs.
 func (s *Scheduler) Tick(ctx context.Context, epoch int64) (store.TickResult, error) {
 	start := time.Now()
 	if s.tickHook != nil {
 		s.tickHook(ctx)
 	}
 	var total store.TickResult
-	for {
-		res, err := s.cfg.Store.ScheduleDirty(ctx, epoch, s.cfg.TickBatch)
+	for first := true; ; first = false {
+		res, err := s.cfg.Store.SchedulePass(ctx, epoch, s.pace.limit(&s.cfg))
 		total.Add(res)
 		if err != nil {
+			s.passFailed(epoch, first, err)
 			return total, err
 		}
-		if res.Runs < s.cfg.TickBatch || ctx.Err() != nil {
+		s.pace.committed(&s.cfg)
+		if !res.More || ctx.Err() != nil {
 			break
 		}
+	}
+	res, err := s.retryStuck(ctx, epoch)
+	total.Add(res)
+	if err != nil {
+		return total, err
 	}
 	elapsed := time.Since(start)
 	s.cfg.Metrics.TickDuration.Observe(elapsed.Seconds())
@@ -51,7 +59,8 @@ func (s *Scheduler) Reconcile(ctx context.Context, epoch int64) (store.TickResul
 	var total store.TickResult
 	var after int64
 	for {
-		res, last, err := s.cfg.Store.ReconcileRuns(ctx, epoch, after, s.cfg.ReconcileBatch)
+		res, last, err := s.cfg.Store.ReconcileRuns(ctx, epoch, after,
+			store.PassLimit{Runs: s.cfg.ReconcileBatch, TIs: s.cfg.TickTIs})
 		if res.Moved() > 0 {
 			s.cfg.Metrics.Decisions.WithLabelValues(metrics.DecisionReconcileRepaired).Add(float64(res.Moved()))
 			s.log.Warn("reconcile repaired what the incremental scheduler missed", "decision", metrics.DecisionReconcileRepaired,

@@ -201,9 +201,11 @@ func jsonTextArray(col string) string {
 	return `ARRAY(SELECT e FROM jsonb_array_elements_text(` + col + `) WITH ORDINALITY AS a(e, n) ORDER BY n)`
 }
 
-func nonNil(s []string) []string {
+// nonNil makes a nil list an empty array parameter or JSON array, not
+// NULL.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -24,6 +24,9 @@ type TickResult struct {
 	Queued         int // scheduled -> queued TIs
 	Finalized      int // runs ended success or failed
 	Idle           int // runs newly marked idle (orphan suspects)
+	// More reports, for one SchedulePass, that dirty runs were left
+	// beyond its PassLimit; Add keeps the last pass's.
+	More bool
 }
 
 // Moved is the number of rows the pass changed.
@@ -41,6 +44,7 @@ func (r *TickResult) Add(o TickResult) {
 	r.Queued += o.Queued
 	r.Finalized += o.Finalized
 	r.Idle += o.Idle
+	r.More = o.More
 }
 
 // markDirtySQL appends a run to the scheduler's queue and wakes the
@@ -53,14 +57,22 @@ func markDirty(ctx context.Context, tx pgx.Tx, runID int64) error {
 	return err
 }
 
-// ScheduleDirty runs one incremental pass under epoch: due retries go back
-// to scheduled (their runs become dirty), then up to limit dirty runs,
-// oldest change first, are started, resolved, queued within their
-// max_active_tasks and finalized. An idle pass reads only the empty queue
-// and the due end of an index, whatever the history or the number of live
-// runs.
+// ScheduleDirty is SchedulePass bounded by limit runs and no TI budget.
 func (s *Store) ScheduleDirty(ctx context.Context, epoch int64, limit int) (TickResult, error) {
+	return s.SchedulePass(ctx, epoch, PassLimit{Runs: limit})
+}
+
+// SchedulePass runs one incremental pass under epoch: due retries go back
+// to scheduled (their runs become dirty), then the dirty runs, oldest
+// change first, within lim (at least one; see PassLimit for Skip and
+// Only), are started, resolved, queued
+// within their max_active_tasks and finalized. An idle pass reads only the
+// empty queue and the due end of an index, whatever the history or the
+// number of live runs. A failure after the runs were taken is a
+// *PassError naming them.
+func (s *Store) SchedulePass(ctx context.Context, epoch int64, lim PassLimit) (TickResult, error) {
 	var res TickResult
+	var ids []int64
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
 		tag, err := tx.Exec(ctx, `
 			WITH r AS (
@@ -71,50 +83,64 @@ func (s *Store) ScheduleDirty(ctx context.Context, epoch int64, limit int) (Tick
 			return err
 		}
 		res.Retried = int(tag.RowsAffected()) // distinct runs; close enough for a log line
-		rows, err := tx.Query(ctx, `SELECT run_id FROM run_dirty GROUP BY run_id ORDER BY min(id) LIMIT $1`, limit)
+		rows, err := tx.Query(ctx, runWidthSQL(`
+			SELECT run_id, min(id) AS k FROM run_dirty
+			 WHERE run_id <> ALL ($3) AND (cardinality($4::bigint[]) = 0 OR run_id = ANY ($4))
+			 GROUP BY run_id ORDER BY k LIMIT $1`),
+			max(lim.Runs, 1), widthCap(lim), nonNil(lim.Skip), nonNil(lim.Only))
 		if err != nil {
 			return err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil || len(ids) == 0 {
+		var more bool
+		if ids, more, err = takeWithin(rows, lim.TIs); err != nil || len(ids) == 0 {
 			return err
 		}
+		more = more || len(ids) == max(lim.Runs, 1)
 		if _, err := tx.Exec(ctx, `DELETE FROM run_dirty WHERE run_id = ANY ($1)`, ids); err != nil {
 			return err
 		}
+		if s.passHook != nil {
+			if err := s.passHook(ctx, tx, ids); err != nil {
+				return err
+			}
+		}
 		r, err := scheduleRunsTx(ctx, tx, ids)
-		r.Retried = res.Retried
+		r.Retried, r.More = res.Retried, more
 		res = r
 		return err
 	})
 	if err != nil {
+		if len(ids) > 0 {
+			err = &PassError{RunIDs: ids, Err: err}
+		}
 		return TickResult{}, fmt.Errorf("schedule: %w", err)
 	}
 	return res, nil
 }
 
 // ReconcileRuns is the safety net's step: it runs the scheduler's per-run
-// steps over up to limit live runs with id > after that have no pending
-// dirty row (those are the tick's), and returns what moved and the last id
-// looked at (0 when the keyset is exhausted). Anything it moves is work
-// the incremental path missed.
-func (s *Store) ReconcileRuns(ctx context.Context, epoch, after int64, limit int) (TickResult, int64, error) {
+// steps over the live runs with id > after that have no pending dirty row
+// (those are the tick's), in id order within lim, and returns what moved
+// and the last id looked at (0 when the keyset is exhausted). Anything it
+// moves is work the incremental path missed.
+func (s *Store) ReconcileRuns(ctx context.Context, epoch, after int64, lim PassLimit) (TickResult, int64, error) {
 	var res TickResult
 	var last int64
+	runs := max(lim.Runs, 1)
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
-		rows, err := tx.Query(ctx, `
-			SELECT r.id FROM runs r
-			 WHERE r.state IN ('queued', 'running') AND r.id > $1
+		rows, err := tx.Query(ctx, runWidthSQL(`
+			SELECT r.id AS run_id, r.id AS k FROM runs r
+			 WHERE r.state IN ('queued', 'running') AND r.id > $3
 			   AND NOT EXISTS (SELECT 1 FROM run_dirty d WHERE d.run_id = r.id)
-			 ORDER BY r.id LIMIT $2`, after, limit)
+			 ORDER BY r.id LIMIT $1`), runs, widthCap(lim), after)
 		if err != nil {
 			return err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		ids, more, err := takeWithin(rows, lim.TIs)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		if len(ids) == limit {
+		if more || len(ids) == runs {
 			last = ids[len(ids)-1]
 		}
 		res, err = scheduleRunsTx(ctx, tx, ids)

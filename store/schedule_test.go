@@ -92,7 +92,7 @@ func TestTickWorksOnDirtyRunsAndReconcileCatchesTheRest(t *testing.T) {
 	assert.Equal(t, "queued", e.runState(lost), "a run without a mark is not the tick's business")
 	assert.Zero(t, e.tick().Runs, "the queue is drained")
 
-	rec, last, err := e.st.ReconcileRuns(e.ctx, 1, 0, 500)
+	rec, last, err := e.st.ReconcileRuns(e.ctx, 1, 0, store.PassLimit{Runs: 500})
 	require.NoError(t, err)
 	assert.Zero(t, last, "one batch covers both runs")
 	assert.Equal(t, 2, rec.Runs)
@@ -100,7 +100,7 @@ func TestTickWorksOnDirtyRunsAndReconcileCatchesTheRest(t *testing.T) {
 	assert.Equal(t, 2, rec.Queued)
 	assert.Equal(t, "running", e.runState(lost))
 
-	rec, _, err = e.st.ReconcileRuns(e.ctx, 1, 0, 500)
+	rec, _, err = e.st.ReconcileRuns(e.ctx, 1, 0, store.PassLimit{Runs: 500})
 	require.NoError(t, err)
 	assert.Zero(t, rec.Moved(), "nothing left to repair")
 }

@@ -76,6 +76,8 @@ type Store struct {
 	// lateHook, tests only: runs inside acceptLate's transaction after its
 	// writes, before the commit (nil in production).
 	lateHook func(ctx context.Context)
+	// passHook, tests only: see SetTestPassHook (nil in production).
+	passHook func(ctx context.Context, tx Tx, runIDs []int64) error
 }
 
 // Open connects to databaseURL (a postgres:// URL or DSN) with the zero

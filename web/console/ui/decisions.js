@@ -4,7 +4,7 @@
 export const decisions = new Set([
   "agent_lost", "agent_lost_requeued", "dispatch_lost", "orphan_reaped", "orphan_finalized",
   "late_completion_accepted", "late_completion_recorded", "agent_inactive", "execution_timeout", "run_timeout",
-  "retention_pruned", "reconcile_repaired", "agent_lost_held", "dispatch_lost_held",
+  "retention_pruned", "reconcile_repaired", "agent_lost_held", "dispatch_lost_held", "tick_pass_timeout",
 ]);
 
 export function isDecision(kind) {
