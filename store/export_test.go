@@ -45,3 +45,9 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 		}
 	}, nil
 }
+
+// Scheduling statements whose plans store tests inspect. Test builds only.
+const (
+	ScheduleReadySQLForTest  = scheduleReadySQL
+	UpstreamFailedSQLForTest = upstreamFailedSQL
+)

@@ -391,11 +391,16 @@ func checkRetentionFKPlans(t *testing.T, sd seeded) {
 	}
 }
 
-// planNode is a node of EXPLAIN (FORMAT JSON).
+// planNode is a node of EXPLAIN (FORMAT JSON); the Actual and Removed
+// counts come with ANALYZE only.
 type planNode struct {
 	NodeType     string     `json:"Node Type"`
 	RelationName string     `json:"Relation Name"`
 	IndexName    string     `json:"Index Name"`
+	Rows         float64    `json:"Actual Rows"`
+	Loops        float64    `json:"Actual Loops"`
+	Removed      float64    `json:"Rows Removed by Filter"`
+	JoinRemoved  float64    `json:"Rows Removed by Join Filter"`
 	Plans        []planNode `json:"Plans"`
 }
 
