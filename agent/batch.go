@@ -92,6 +92,13 @@ func (a *Agent) postBatch(ctx context.Context, items []*batchItem) {
 	switch {
 	case err == nil:
 		for i, it := range items {
+			if r := resp.Results[i]; r.Error != nil && r.Error.Code == protocol.CodeInternal {
+				// The server failed this item (its database went away
+				// mid-request): what a 5xx is on the single route, so the
+				// completion is buffered and replayed, never dropped.
+				it.done <- &APIError{Op: "completions", Status: http.StatusInternalServerError, Code: r.Error.Code, Message: r.Error.Message}
+				continue
+			}
 			a.completionResult(it.pc, resp.Results[i])
 			it.done <- nil
 		}

@@ -77,3 +77,22 @@ func TestCompletionsFallBackToTheSingleRoute(t *testing.T) {
 	defer f.mu.Unlock()
 	assert.Empty(t, f.batches)
 }
+
+// Found by the chaos suite (docs/reliability.md, seed 1124): PostgreSQL
+// restarted while a replica applied a batch of completions; the item came
+// back in a 200 reply with code internal, and the agent dropped it as a
+// rejection, so a success was lost. An internal error of one item is
+// transient, like a 5xx on the single route: the completion is replayed.
+func TestACompletionFailedInternallyInABatchIsReplayed(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	f.failNext = 1
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	task := f.enqueue(0, nil, "true")
+	c := f.waitCompletion(task.AttemptID, 10*time.Second)
+	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Equal(t, 2, f.completeHit[task.AttemptID], "refused once with internal, then delivered")
+}

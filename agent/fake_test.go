@@ -56,6 +56,9 @@ type fakeAPI struct {
 	stop      map[string]string // attempt -> reason, sent in the next heartbeat reply
 	terminate map[string]string // attempt -> reason, sent in the next register reply
 	stale     map[string]bool
+	// failNext makes the next completions answer code internal, as a
+	// replica does whose database went away mid-request.
+	failNext int
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -235,6 +238,10 @@ func (f *fakeAPI) completions(w http.ResponseWriter, r *http.Request) any {
 // completeLocked records one completion, or refuses a stale one.
 func (f *fakeAPI) completeLocked(req protocol.CompleteRequest) *protocol.ErrorDetail {
 	f.completeHit[req.AttemptID]++
+	if f.failNext > 0 {
+		f.failNext--
+		return &protocol.ErrorDetail{Code: protocol.CodeInternal, Message: "terminating connection due to administrator command (SQLSTATE 57P01)"}
+	}
 	if f.stale[req.AttemptID] {
 		return &protocol.ErrorDetail{Code: protocol.CodeStaleAttempt, Message: "attempt superseded"}
 	}
