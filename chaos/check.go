@@ -79,7 +79,7 @@ func Check(h *History) Verdict {
 type index struct {
 	exec     map[string]*Execution // by attempt id
 	ti       map[int64]*TaskInstance
-	reaped   map[string]Event // attempt id -> the reaper event that failed it
+	reaped   map[string]Event // attempt id -> the reaper event that failed or requeued it
 	late     map[string]bool  // attempt id -> a late success was accepted or recorded
 	timedOut map[string]Event // attempt id -> the execution-timeout backstop's event
 	byTI     map[int64][]*Execution
@@ -99,7 +99,9 @@ func newIndex(h *History) index {
 	}
 	for _, e := range h.Events {
 		switch e.Kind {
-		case metrics.DecisionAgentLost, metrics.DecisionDispatchLost:
+		case metrics.DecisionAgentLost, metrics.DecisionDispatchLost, metrics.DecisionAgentLostRequeued:
+			// A requeue is a reaper's decision too: it judged the attempt
+			// never started, and its process may yet be alive.
 			if e.AttemptID != "" {
 				ix.reaped[e.AttemptID] = e
 			}

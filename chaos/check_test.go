@@ -204,3 +204,12 @@ func TestRecheckJudgesASavedHistoryAgain(t *testing.T) {
 	require.Len(t, rep.Violations(), 1)
 	assert.Contains(t, rep.Text(), "[4 no lost completion] attempt A")
 }
+
+func TestARequeuedAttemptStillRunningIsReapedAlive(t *testing.T) {
+	h := cleanHistory()
+	h.Events[1].Kind = metrics.DecisionAgentLostRequeued // judged never started; the journal says it ran
+	h.Executions[2].Try = 1                              // a requeue keeps the try
+	v := Check(h)
+	assert.Empty(t, violationsOf(v, InvNoDuplicate), "its agent was stopped; the process died in time")
+	require.Len(t, v.ReapedAlive, 1)
+}
