@@ -157,8 +157,8 @@ func containsLine(lines []protocol.LogLine, stream, text string) bool {
 // TestNonZeroExitAndStartFailure checks each way a task fails on its own
 // gets its own completion: an exit code (reason exit_code), a start
 // failure (failure start_failed: not found, not executable) and a signal
-// that Vigil did not send (failure signal, named). Before issue 10 item
-// 12, the last three all came without a failure and the server recorded
+// that Vigil did not send (failure signal, named). Before migration 003
+// the last three all came without a failure and the server recorded
 // exit_code with no exit code.
 func TestNonZeroExitAndStartFailure(t *testing.T) {
 	t.Parallel()

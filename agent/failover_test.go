@@ -83,8 +83,8 @@ func TestRequestTimeoutMatchesServerRule(t *testing.T) {
 	assert.Equal(t, MaxRequestTimeout, RequestTimeout(0), "before the first register reply")
 }
 
-// TestFrozenReplicaFailsOverWithinBound is the agent side of issue 10
-// item 1: the replica the agent is attached to freezes (requests hang on
+// TestFrozenReplicaFailsOverWithinBound is the agent side of
+// the failover timing rule: the replica the agent is attached to freezes (requests hang on
 // open connections, nothing is refused). With the announced heartbeat
 // interval I, the agent must be registered with the next replica, carrying
 // its running attempt, within I (the next heartbeat) + 2 × RequestTimeout(I)

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// A claim logs its command on one line, bounded (issue 13, CLI item 9).
+// A claim logs its command on one line, bounded.
 func TestOneLine(t *testing.T) {
 	assert.Equal(t, `sh -c echo a\necho b\tc`, oneLine([]string{"sh", "-c", "echo a\necho b\tc"}, 200))
 	long := oneLine([]string{"sh", "-c", strings.Repeat("x", 500)}, 50)

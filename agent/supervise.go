@@ -59,7 +59,7 @@ const (
 
 // Supervise is the body of `vigil __supervise` and returns its exit code.
 // It exists so that a task's process tree dies with its agent, even when
-// the agent is killed with SIGKILL (issue 10, item 6):
+// the agent is killed with SIGKILL:
 //
 //   - It asks the kernel for SIGTERM when its parent dies
 //     (PR_SET_PDEATHSIG). The kernel ties that signal to the parent

@@ -13,7 +13,7 @@ import (
 )
 
 // A store error's message is sent once: the code carries "conflict", so
-// the message does not end with it again (issue 13, CLI item 2).
+// the message does not end with it again.
 func TestStoreErrorMessageSaysItOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noScheduler: true})
@@ -35,7 +35,7 @@ func TestStoreErrorMessageSaysItOnce(t *testing.T) {
 }
 
 // A rejected threshold is named by the API's JSON field, never by a
-// server flag (issue 13, CLI item 3).
+// server flag.
 func TestThresholdErrorNamesJSONField(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})

@@ -15,7 +15,7 @@ import (
 	"github.com/vigil-sched/vigil/reaper"
 )
 
-// Fuzz targets for every request decoder of the API (issue 10): the strict
+// Fuzz targets for every request decoder of the API: the strict
 // JSON decoder and the validation each handler applies before it touches
 // the store. `go test` runs their seeds; `make fuzz` runs each for longer.
 // Each checks that nothing panics, that a rejected body gets a 400

@@ -22,7 +22,7 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-// TestHealthReportsFenceBlocked (issue 10 item 10): a control plane whose
+// TestHealthReportsFenceBlocked: a control plane whose
 // elector the fence refuses (here Lite against a fence a Pro cluster
 // holds) answers /monitor/health with 503 and leader_fence_blocked, and
 // vigil_leader_fence_blocked is 1; after `vigil fence reset` it leads and

@@ -14,7 +14,7 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// Issue 10, agent identity: every endpoint that acts for an agent checks
+// Agent identity: every endpoint that acts for an agent checks
 // that the credential is that agent's own. The agent token alone, or
 // another agent's credential, gets 403 agent_credential for each of
 // claim, heartbeat, complete, logs and deregister, and changes nothing.
@@ -74,7 +74,7 @@ func TestAgentCannotActAsAnotherAgent(t *testing.T) {
 	assert.Equal(t, 404, code, e.Message)
 }
 
-// Issue 10, agent identity: a name belongs to one live registration. A
+// Agent identity: a name belongs to one live registration. A
 // second registration without its credential gets 409 name_in_use while
 // the holder heartbeats; the holder's own reconnect (with its credential)
 // keeps id and credential; once the holder is silent for the agent-lost

@@ -15,7 +15,7 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// Item 9 of issue 10, end to end through the API: a success that arrives
+// End to end through the API: a success that arrives
 // after its run ended gets 200 (the agent does not drop a 409), is shown
 // on the TI in GET /v1/runs/{id} and in the run's events, and is counted
 // as decision late_completion_recorded, once.

@@ -12,7 +12,7 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// Issue 10 item 7: a re-registration reports each in-flight attempt with
+// A re-registration reports each in-flight attempt with
 // its true started flag, and the server records exactly that. An attempt
 // claimed before the link dropped whose process never started stays
 // unstarted, so losing its agent requeues it without spending a try,

@@ -20,10 +20,10 @@ import (
 )
 
 // TestCLIAsANewUserSeesIt runs the real binary against a real Lite for
-// the CLI items of issue 13 that need a server: errors said once (2), a
-// server-rejected value exiting 2 (3), output formats with the API's
-// shape and the server's version (5), help examples (8) and event times
-// in milliseconds (12).
+// the CLI promises that need a server: errors said once, a
+// server-rejected value exiting 2, output formats with the API's shape
+// and the server's version, help examples and event times in
+// milliseconds.
 func TestCLIAsANewUserSeesIt(t *testing.T) {
 	t.Parallel()
 	dags := t.TempDir()
@@ -87,9 +87,9 @@ tasks:
 	assert.Regexp(t, `(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S*\s+run_queued`, r.Stdout)
 }
 
-// TestCLIWithoutAServer runs the real binary for the CLI items of issue
-// 13 that fail before any server: a server that is down (1), config and
-// env errors (4), every bad DAG file (10) and a busy listen port (11).
+// TestCLIWithoutAServer runs the real binary for the CLI
+// promises that fail before any server: a server that is down, config and
+// env errors, every bad DAG file and a busy listen port.
 func TestCLIWithoutAServer(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -139,7 +139,7 @@ func TestCLIWithoutAServer(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
 
-// TestLiteTextLogIsClean (issue 13, CLI item 9): Lite's text log written
+// TestLiteTextLogIsClean: Lite's text log written
 // to a file has no ANSI escapes, exit codes as numbers, no command at
 // info level, and each agent under its name and id only.
 func TestLiteTextLogIsClean(t *testing.T) {

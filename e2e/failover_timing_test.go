@@ -15,7 +15,7 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-// Issue 10 item 1: agents attached to a Pro leader that freezes (SIGSTOP:
+// Agents attached to a Pro leader that freezes (SIGSTOP:
 // requests hang on open connections, nothing is refused) fail over fast
 // enough that the new leader's reapers never fail their live task. The
 // timing is the tightest validation allows: election TTL 3s, heartbeat 1s,

@@ -97,7 +97,7 @@ func leaderOf(rs []*replica) (*replica, int) {
 	return l, n
 }
 
-// docs/design.md §1, §8 and issue 4: kill -9 the leader of three real replicas
+// docs/design.md §1 and §8: kill -9 the leader of three real replicas
 // mid-run; another takes over, the agents fail over, nothing is reaped
 // wrongly and the run succeeds.
 func TestProLeaderKilledMidRun(t *testing.T) {

@@ -479,7 +479,7 @@ func TestThresholdsCLI(t *testing.T) {
 	require.Equal(t, defaults, getJSONThresholds())
 
 	// Rejected by the server: exit 2 as if rejected locally, naming the
-	// flag typed (issue 13, CLI item 3).
+	// flag typed.
 	r := runVigil(t, env, "thresholds", "set", "--agent-lost", "10s")
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, "--agent-lost: 10s must be at least 2 × the heartbeat interval")

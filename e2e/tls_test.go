@@ -87,7 +87,7 @@ func (p testPKI) clientArgs() []string {
 	return []string{"--cacert", p.ca, "--client-cert-file", p.clientCert, "--client-key-file", p.clientKey}
 }
 
-// Issue 10, TLS on the API: a Lite serving HTTPS (and requiring client
+// TLS on the API: a Lite serving HTTPS (and requiring client
 // certificates) runs a DAG with one in-process agent and one external
 // `vigil agent`, triggered and awaited by the CLI over HTTPS; the run
 // succeeds. Plain HTTP against the TLS port fails with a message that says

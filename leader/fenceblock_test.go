@@ -1,6 +1,6 @@
 package leader
 
-// Regression tests for issue 10 item 10: a fence that refuses every
+// Regression tests for the fence domain: a fence that refuses every
 // candidate (an etcd restored from a backup, a Lite fence under Pro) says
 // so in Status and vigil_leader_fence_blocked, and an audited reset lets
 // the replicas lead again. Before the fix the only signal was a log line.

@@ -33,7 +33,8 @@ const (
 	DecisionSuffixCandidateError = "_error"
 )
 
-// Decision labels added by issue 10.
+// Decision labels beyond the reapers' own: late completions, passes the
+// mass-silence brake held, and scheduling passes that timed out.
 const (
 	// DecisionLateCompletionRecorded counts late successes that arrived
 	// after their run had ended: recorded on the TI's attempt history,

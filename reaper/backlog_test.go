@@ -50,7 +50,7 @@ func backlogEnv(t *testing.T, batch, n int) (*env, int64, time.Time) {
 	return e, gpuRun, now
 }
 
-// Item 2 of issue 10: a TI no agent can run is failed dispatch_lost even
+// A TI no agent can run is failed dispatch_lost even
 // when more covered backlog TIs than one page were queued before it.
 func TestDispatchLostIsNotStarvedByACoveredBacklog(t *testing.T) {
 	t.Parallel()
@@ -69,7 +69,7 @@ func TestDispatchLostIsNotStarvedByACoveredBacklog(t *testing.T) {
 	assert.Equal(t, 7, queued, "the covered backlog is left alone")
 }
 
-// Item 3 of issue 10: a covered backlog is a gauge, not a decision. Sweep
+// A covered backlog is a gauge, not a decision. Sweep
 // after sweep it is measured again, never counted as a decision and never
 // written to (no event, no fenced transaction per TI).
 func TestDispatchBacklogIsAGaugeNotADecisionPerSweep(t *testing.T) {

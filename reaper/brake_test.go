@@ -54,7 +54,7 @@ func (e *env) silence(a int64, d time.Duration) {
 	e.exec(`UPDATE agents SET last_heartbeat_at = now() - $2 * interval '1 microsecond' WHERE id = $1`, a, d.Microseconds())
 }
 
-// Item 11 of issue 10, one side: one dead agent among four is reaped as
+// The mass-silence brake, one side: one dead agent among four is reaped as
 // usual; the brake does not engage.
 func TestMassSilenceBrakeLetsOneDeadAgentAmongFourBeReaped(t *testing.T) {
 	t.Parallel()
@@ -75,7 +75,7 @@ func TestMassSilenceBrakeLetsOneDeadAgentAmongFourBeReaped(t *testing.T) {
 	assert.Equal(t, 4, e.reapers.Brake().Active)
 }
 
-// Item 11 of issue 10, the other side: three of four agents silent within
+// The mass-silence brake, the other side: three of four agents silent within
 // one threshold window hold agent-lost and dispatch-lost (counted, and
 // shown as the brake's state); when two come back the fraction recovers,
 // the brake releases, and the one still silent is reaped.

@@ -36,7 +36,7 @@ tasks:
     command: ["true"]
 `
 
-// Item 8 of issue 10: a late success reopens exactly its transitive
+// A late success reopens exactly its transitive
 // dependents, not every upstream_failed TI of the run, so no duplicate
 // upstream_failed events follow.
 func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
@@ -98,7 +98,7 @@ func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 	assert.Equal(t, map[string]int{"b": 1, "c": 1, "d": 1, "y": 1}, upstreamFailedEvents(), "no duplicate upstream_failed events")
 }
 
-// Item 9 of issue 10: with retries: 0 the run ends on the tick right after
+// With retries: 0 the run ends on the tick right after
 // the reap. The agent's success arriving after that is not refused and
 // lost: it is recorded on the TI's attempt history (an event, and
 // TaskInstance.Late in GetRun), once, and the run's outcome stands

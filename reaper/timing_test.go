@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestValidateTimingFailoverRule (issue 10 item 1): the combination seen
+// TestValidateTimingFailoverRule: the combination seen
 // in the field, election TTL 3s, heartbeat 1s and agent-lost 4s, let the
 // new leader reap a live task before its agent had left the frozen
 // replica. It is now refused with the arithmetic; the boundary (6s) is

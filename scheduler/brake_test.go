@@ -21,7 +21,7 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-// Item 11 of issue 10 on the leader: three of four agents fall silent; the
+// On the leader: three of four agents fall silent; the
 // agent-lost service holds (counted, and MassSilence reports it for
 // health), and the operator's forced sweep (SweepNow, vigil reap) reaps
 // past the brake.

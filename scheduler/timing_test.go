@@ -14,7 +14,7 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-// TestThresholdsRefuseReapingAcrossFailover (issue 10 item 1): in Pro
+// TestThresholdsRefuseReapingAcrossFailover: in Pro
 // (ElectionTTL set) both the configured thresholds and a runtime update
 // (`vigil thresholds set`, PUT /v1/thresholds) are refused when the
 // agent-lost threshold does not exceed election TTL + agent failover bound

@@ -17,7 +17,7 @@ import (
 // TestCompletionFailureReasons completes one single-task run per kind of
 // failure and checks the TI's state, reason and message and the run's
 // reason, which the CHECK constraints of migration 003 must accept.
-// Before issue 10 item 12 a drain kill, a signal and a failed start were
+// Before migration 003 a drain kill, a signal and a failed start were
 // all recorded as exit_code with no exit code.
 func TestCompletionFailureReasons(t *testing.T) {
 	t.Parallel()

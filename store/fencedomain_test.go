@@ -1,6 +1,6 @@
 package store_test
 
-// Regression tests for issue 10 item 10: the fence has an explicit domain
+// Regression tests for the fence domain: the fence has an explicit domain
 // (generation, domain, revision), and an audited reset starts a new
 // generation.
 

@@ -123,7 +123,7 @@ func (r *lateRace) completeLate() <-chan error {
 	return done
 }
 
-// Item 8 of issue 10: a dependency-resolution pass and a late success of
+// A dependency-resolution pass and a late success of
 // the upstream serialise on the run row, which both lock first (FOR NO
 // KEY UPDATE), in either order. The interleavings are explicit: one side
 // holds its transaction open until the other is seen waiting for the lock.

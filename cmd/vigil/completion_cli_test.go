@@ -11,7 +11,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// TestCompletionFromServer (issue 13, CLI item 7): DAG ids, run ids, task
+// TestCompletionFromServer: DAG ids, run ids, task
 // ids and states are completed, the first three from the server.
 func TestCompletionFromServer(t *testing.T) {
 	clearClientEnv(t)

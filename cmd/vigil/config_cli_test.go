@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Config and env errors name their source with no parser text (issue 13,
-// CLI item 4). Lite is pointed at a database that does not exist: every
+// Config and env errors name their source with no parser text.
+// Lite is pointed at a database that does not exist: every
 // case must fail on its configuration first.
 
 func liteBase(t *testing.T) []string {
@@ -87,7 +87,7 @@ func TestUnknownConfigKeyIsAnError(t *testing.T) {
 	assert.Contains(t, r.err.Error(), "--heartbeat-interval")
 }
 
-// A text log written to a file is never coloured (issue 13, CLI item 9).
+// A text log written to a file is never coloured.
 func TestTextLogToFileHasNoColour(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lite.log")
 	f, err := os.Create(path)

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/viper"
 )
 
-// Tests of the deployment assets under deploy/ (issue 13, Deployment): the
+// Tests of the deployment assets under deploy/: the
 // example config files in deploy/config, the systemd units in
 // deploy/systemd and (deploy_kubernetes_test.go) the Kubernetes manifests.
 // Each one is checked against the real vigil command tree and the real
@@ -163,7 +163,7 @@ func TestDeployConfigCheckCatchesTypos(t *testing.T) {
 	cmd, err := loadCommandLine(t, []string{"server", "--config", typo})
 	switch {
 	case err == nil:
-		// The loader accepts unknown keys (issue 13 asks it to refuse
+		// The loader accepts unknown keys (Vigil must refuse
 		// them); the key check of loadConfigFile must catch them.
 		got := unknownConfigKeys(t, cmd, typo)
 		if want := []string{"heartbeat-intervall", "recovery.sweep-intervals"}; !slices.Equal(got, want) {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestEveryCommandHasAnExample (issue 13, CLI item 8) walks the command
+// TestEveryCommandHasAnExample walks the command
 // tree: every visible command's help has an Example: section, and every
 // vigil command line in it names a real command and flags it has.
 func TestEveryCommandHasAnExample(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// FuzzConfigFile fuzzes the config loader (issue 10): bindConfig reading
+// FuzzConfigFile fuzzes the config loader: bindConfig reading
 // a --config YAML file for `vigil lite`, `vigil server` or `vigil agent`,
 // each value going through its flag's parser. Whatever the file holds,
 // loading never panics, and a refusal is a usage error (exit 2) that names

@@ -16,8 +16,8 @@ import (
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
-// readCommands are the read commands with the API reply each one shows
-// (issue 13, CLI item 5): -o json and -o yaml must print that reply's shape.
+// readCommands are the read commands with the API reply each one shows:
+// -o json and -o yaml must print that reply's shape.
 func readCommands(f *fakeAPI) []struct {
 	args []string
 	api  any
@@ -55,7 +55,7 @@ func readCommands(f *fakeAPI) []struct {
 	}
 }
 
-// TestEveryReadCommandHasEveryOutputFormat (item 5): table, json, yaml,
+// TestEveryReadCommandHasEveryOutputFormat: table, json, yaml,
 // wide and name on every read command; json and yaml hold the API's shape.
 func TestEveryReadCommandHasEveryOutputFormat(t *testing.T) {
 	t.Parallel()
@@ -99,7 +99,7 @@ func TestOutputNameListsIdentifiers(t *testing.T) {
 	assert.Equal(t, "pipeline\n", r.stdout)
 }
 
-// TestReapGraceIsAList (item 5): grace is a list of {reaper, message}.
+// TestReapGraceIsAList: grace is a list of {reaper, message}.
 func TestReapGraceIsAList(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
@@ -120,7 +120,7 @@ func TestReapGraceIsAList(t *testing.T) {
 	assert.Contains(t, r.stdout, "agent_lost: agent-lost reaper in post-leadership grace\n")
 }
 
-// TestVersionShowsClientAndServer (item 5): the server's version comes
+// TestVersionShowsClientAndServer: the server's version comes
 // from GET /v1/version, which needs no token.
 func TestVersionShowsClientAndServer(t *testing.T) {
 	clearClientEnv(t)
@@ -151,7 +151,7 @@ func TestVersionShowsClientAndServer(t *testing.T) {
 	assert.Contains(t, r.stdout, `"server_error": "cannot reach the Vigil server at http://127.0.0.1:1`)
 }
 
-// TestDatabaseReadCommandsHaveEveryOutputFormat (item 5): fence show and
+// TestDatabaseReadCommandsHaveEveryOutputFormat: fence show and
 // migrate status, which read PostgreSQL directly, take the same -o values.
 func TestDatabaseReadCommandsHaveEveryOutputFormat(t *testing.T) {
 	clearClientEnv(t)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Secrets out of the process list and the environment (issue 10): every
+// Secrets out of the process list and the environment: every
 // flag that takes a secret (--token, --agent-token, --operator-token,
 // --etcd-password) has a --<flag>-file twin that names a file holding it.
 // A value given on the command line shows in ps, and one given as

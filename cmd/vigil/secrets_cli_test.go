@@ -17,7 +17,7 @@ func writeSecret(t *testing.T, content string) string {
 	return path
 }
 
-// Issue 10, secrets out of the process list: --token-file (and
+// Secrets out of the process list: --token-file (and
 // VIGIL_TOKEN_FILE) gives the CLI its token from a file.
 func TestClientTokenFile(t *testing.T) {
 	clearClientEnv(t)

@@ -17,7 +17,7 @@ func failoverArithmetic(source, agentLost string) string {
 		" must exceed the election TTL 3s + agent failover bound 2×1s + heartbeat interval 1s = 6s"
 }
 
-// TestServerRefusesReapingAcrossFailover (issue 10 item 1): `vigil server`
+// TestServerRefusesReapingAcrossFailover: `vigil server`
 // refuses, with exit 2 and the arithmetic, an agent-lost threshold under
 // which a healthy agent on a frozen replica is reaped before it fails over,
 // whether the values come from flags, the environment or the config file.

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// TLS on the API (issue 10; docs/configuration.md, "TLS"). `vigil lite` and
+// TLS on the API (docs/configuration.md, "TLS"). `vigil lite` and
 // `vigil server` serve HTTPS with --tls-cert-file and --tls-key-file, and
 // with --tls-client-ca-file also require client certificates issued by
 // that CA. `vigil agent` and the client commands verify the server with

@@ -15,10 +15,10 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// Tests of issue 13, "The CLI": what a new user sees when something goes
+// Tests of the CLI: what a new user sees when something goes
 // wrong, and the output formats.
 
-// TestServerDownNamesServerAndHowToPointElsewhere (item 1): no raw dial
+// TestServerDownNamesServerAndHowToPointElsewhere: no raw dial
 // error, but the server tried and the two ways to name another.
 func TestServerDownNamesServerAndHowToPointElsewhere(t *testing.T) {
 	clearClientEnv(t)
@@ -38,7 +38,7 @@ func TestServerDownNamesServerAndHowToPointElsewhere(t *testing.T) {
 	assert.NotContains(t, msg, `Get "`, "no raw *url.Error")
 }
 
-// TestErrorsSayItOnce (item 2): a conflict and an upstream failure read as
+// TestErrorsSayItOnce: a conflict and an upstream failure read as
 // one sentence each, with no word repeated from code, state or reason.
 func TestErrorsSayItOnce(t *testing.T) {
 	t.Parallel()
@@ -65,7 +65,7 @@ func TestErrorsSayItOnce(t *testing.T) {
 	assert.Contains(t, r.stdout, "run 12 failed: task boom failed\n", "a reason equal to the state is not repeated")
 }
 
-// TestThresholdsSetNamesTheFlagTyped (item 3): a value the server rejects
+// TestThresholdsSetNamesTheFlagTyped: a value the server rejects
 // names --agent-lost, the flag typed, not the server's flag or the API's
 // field, and exits 2 like a value rejected locally.
 func TestThresholdsSetNamesTheFlagTyped(t *testing.T) {
@@ -84,7 +84,7 @@ func TestThresholdsSetNamesTheFlagTyped(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "rejected locally: the same exit code")
 }
 
-// TestLiteThresholdNamesItsSource (item 3): Lite names a bad threshold by
+// TestLiteThresholdNamesItsSource: Lite names a bad threshold by
 // where it came from: the flag, the variable or the config file key.
 func TestLiteThresholdNamesItsSource(t *testing.T) {
 	clearClientEnv(t)
@@ -109,7 +109,7 @@ func TestLiteThresholdNamesItsSource(t *testing.T) {
 	assert.Contains(t, r.err.Error(), "--agent-lost-threshold (from config file key recovery.agent-lost-threshold): 22s must be at least")
 }
 
-// TestDagsApplyReportsEveryBadFile (item 10).
+// TestDagsApplyReportsEveryBadFile.
 func TestDagsApplyReportsEveryBadFile(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
@@ -128,7 +128,7 @@ func TestDagsApplyReportsEveryBadFile(t *testing.T) {
 	assert.Empty(t, f.requestLog(), "nothing is sent when a file is bad")
 }
 
-// TestLiteBusyPortFailsBeforeDatabase (item 11): a busy --listen fails at
+// TestLiteBusyPortFailsBeforeDatabase: a busy --listen fails at
 // once, with a hint, before Lite touches the database (here one that does
 // not exist, which would otherwise be the error).
 func TestLiteBusyPortFailsBeforeDatabase(t *testing.T) {
@@ -147,7 +147,7 @@ func TestLiteBusyPortFailsBeforeDatabase(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
-// TestEventTimesHaveMilliseconds (item 12): events 250 ms apart keep
+// TestEventTimesHaveMilliseconds: events 250 ms apart keep
 // their order readable in the table.
 func TestEventTimesHaveMilliseconds(t *testing.T) {
 	t.Parallel()

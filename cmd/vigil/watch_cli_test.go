@@ -13,7 +13,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// TestRunsShowWatch (issue 13, CLI item 6): runs show --watch redraws when
+// TestRunsShowWatch: runs show --watch redraws when
 // a state changes, not on every poll, and ends with the run.
 func TestRunsShowWatch(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
 -- Vigil schema, version 3: reasons of their own for tasks killed by an
 -- agent's shutdown, by a signal Vigil did not send, or that could not
--- start (issue 10, item 12). They were recorded as exit_code with no exit
+-- start. They were recorded as exit_code with no exit
 -- code. The lists mirror state.Reasons(); store/state_schema_test.go
 -- checks that they agree.
 

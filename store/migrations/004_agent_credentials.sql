@@ -1,4 +1,4 @@
--- Vigil schema, version 4: per-agent credentials (issue 10, agent
+-- Vigil schema, version 4: per-agent credentials (agent
 -- identity). Registration mints a random secret for the agent and returns
 -- it once; only its SHA-256 is stored here. Every agent endpoint that acts
 -- for an agent id must present the secret whose hash this row holds, so

@@ -1,5 +1,5 @@
 -- Vigil schema, version 5: the leader fence gets an explicit domain
--- (issue 10, item 10; docs/operations.md "The leader fence").
+-- (docs/operations.md "The leader fence").
 --
 -- A term's fencing token (leader_fence.epoch, what LeaderTx compares) is
 -- now generation × 2^40 + revision:
