@@ -53,7 +53,7 @@ func defaultConfig() config {
 		LiteBurnDown: 10000, LiteAgents: 4, LiteCapacity: 32,
 		HeartbeatTIs: 100000, HeartbeatAgents: 100, HeartbeatFor: 10 * time.Second,
 		StaleTIs: 10000, PruneAgents: 500, ChainLen: 50,
-		RiverJobs: 100000, PhaseTimeout: 2 * time.Minute,
+		RiverJobs: 100000, PhaseTimeout: 4 * time.Minute,
 	}
 }
 
