@@ -46,7 +46,7 @@ const (
 	chainDAG  = "chain"   // a chain for inter-task latency
 )
 
-// wideWidth is the width of the throughput DAG (as the runs the issue
+// wideWidth is the width of the throughput DAG (as the runs first
 // measured: 1,000-task wide DAGs of `true`).
 const wideWidth = 1000
 
