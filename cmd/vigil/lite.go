@@ -41,6 +41,7 @@ type liteOpts struct {
 	agentCapacity int
 	agentTags     []string
 	drainTimeout  time.Duration
+	databaseWait  time.Duration // --database-wait, only with --database-url (dbwait.go)
 	planeOpts
 }
 
@@ -194,6 +195,7 @@ func newLiteCmd() *cobra.Command {
 	f.IntVar(&o.agentCapacity, "agent-capacity", 4, "concurrent task instances per in-process agent (1..1024)")
 	f.StringSliceVar(&o.agentTags, "agent-tags", nil, "tags of the in-process agents, comma-separated")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "on shutdown, how long in-process agents let running tasks finish")
+	addDatabaseWaitFlag(f, &o.databaseWait)
 	addPlaneFlags(cmd, &o.planeOpts, "; empty: generated into --data-dir")
 	return cmd
 }
@@ -211,6 +213,9 @@ func (o *liteOpts) validate() error {
 		return usageError("--drain-timeout: must not be negative")
 	case o.databaseURL == "" && o.dataDir == "":
 		return usageError("--data-dir: required when --database-url is empty")
+	}
+	if err := validateDatabaseWait(o.databaseWait); err != nil {
+		return err
 	}
 	if _, err := o.storeOptions(0); err != nil {
 		return err
@@ -250,16 +255,18 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Migrate(ctx, url); err != nil {
-		return err
-	}
 	opts, err := o.storeOptions(0)
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenWithOptions(ctx, url, opts)
+	// The private cluster is up once pgcluster.Start returns: no wait.
+	wait := o.databaseWait
+	if o.databaseURL == "" {
+		wait = 0
+	}
+	st, err := openMigrated(ctx, log, wait, url, opts)
 	if err != nil {
-		return err
+		return stoppedWaiting(ctx, log, err)
 	}
 	defer st.Close()
 	if o.dags != "" {

@@ -15,7 +15,6 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
-	"github.com/vigil-sched/vigil/store"
 )
 
 // serverOpts are the flags of `vigil server` (docs/design.md §1, §8, §9).
@@ -27,6 +26,7 @@ type serverOpts struct {
 	etcdUser, etcdPW  string
 	electionTTL       time.Duration
 	replicaID         string
+	databaseWait      time.Duration // --database-wait (dbwait.go)
 	planeOpts
 }
 
@@ -48,6 +48,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&o.etcdPW, "etcd-password", "", "etcd password (etcd auth)")
 	f.DurationVar(&o.electionTTL, "election-ttl", leader.DefaultElectionTTL, "etcd session TTL: a dead leader is replaced within about this long (whole seconds)")
 	f.StringVar(&o.replicaID, "replica-id", replicaID(), "this replica's unique id (default hostname-pid)")
+	addDatabaseWaitFlag(f, &o.databaseWait)
 	addPlaneFlags(cmd, &o.planeOpts, " (required)")
 	o.secretFiles = append(o.secretFiles, addSecretFile(f, "etcd-password", &o.etcdPW))
 	return cmd
@@ -72,6 +73,9 @@ func (o *serverOpts) validate() error {
 	if o.electionTTL < leader.MinElectionTTL || o.electionTTL > leader.MaxElectionTTL || o.electionTTL%time.Second != 0 {
 		return usageError("--election-ttl: %s must be whole seconds between %s and %s",
 			o.electionTTL, leader.MinElectionTTL, leader.MaxElectionTTL)
+	}
+	if err := validateDatabaseWait(o.databaseWait); err != nil {
+		return err
 	}
 	if _, err := o.storeOptions(o.electionTTL); err != nil {
 		return err
@@ -126,16 +130,13 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 		return err
 	}
 	defer ln.Close() // a no-op once the API server has taken it over
-	if err := store.Migrate(ctx, o.databaseURL); err != nil {
-		return err
-	}
 	opts, err := o.storeOptions(o.electionTTL)
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenWithOptions(ctx, o.databaseURL, opts)
+	st, err := openMigrated(ctx, log, o.databaseWait, o.databaseURL, opts)
 	if err != nil {
-		return err
+		return stoppedWaiting(ctx, log, err)
 	}
 	defer st.Close()
 	etcd, err := clientv3.New(clientv3.Config{
