@@ -16,7 +16,7 @@ import (
 func liteBase(t *testing.T) []string {
 	t.Helper()
 	clearClientEnv(t)
-	for _, k := range []string{"VIGIL_AGENTS", "VIGIL_HEARTBEAT_INTERVAL", "VIGIL_AGENT_LOST_THRESHOLD"} {
+	for _, k := range []string{"VIGIL_AGENTS", "VIGIL_HEARTBEAT_INTERVAL", "VIGIL_AGENT_LOST_THRESHOLD", "VIGIL_DATABASE_WAIT"} {
 		t.Setenv(k, "")
 		require.NoError(t, os.Unsetenv(k))
 	}
@@ -45,6 +45,10 @@ func TestBadValueNamesSourceWithoutParserText(t *testing.T) {
 		{name: "agent conns above the pool", args: []string{"--db-max-conns", "8", "--db-agent-conns", "9"},
 			want: `--db-agent-conns: 9 is outside 1..8 (--db-max-conns)`},
 		{name: "file pool size", file: "db-heartbeat-conns: 0\n", want: `--db-heartbeat-conns (from config file key db-heartbeat-conns): 0 is outside 1..1000`},
+		{name: "negative database wait", args: []string{"--database-wait", "-1s"}, want: `--database-wait: -1s is negative`},
+		{name: "env negative database wait", env: map[string]string{"VIGIL_DATABASE_WAIT": "-5s"},
+			want: `--database-wait (from VIGIL_DATABASE_WAIT): -5s is negative`},
+		{name: "file negative database wait", file: "database-wait: -2s\n", want: `--database-wait (from config file key database-wait): -2s is negative`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for k, v := range c.env {
