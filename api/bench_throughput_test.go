@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,12 +76,7 @@ func newBenchPlane(b *testing.B) *benchPlane {
 		lis.Close()
 		st.Close()
 	})
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "dag_id: wide\nmax_active_tasks: 10000\ntasks:\n")
-	for i := 0; i < benchWidth; i++ {
-		fmt.Fprintf(&sb, "  - id: t%05d\n    command: [\"true\"]\n", i)
-	}
-	spec, err := dag.Parse([]byte(sb.String()))
+	spec, err := dag.Parse([]byte(storetest.WideDAGYAML("wide", benchWidth)))
 	if err != nil {
 		b.Fatal(err)
 	}

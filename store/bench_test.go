@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/vigil-sched/vigil/dag"
@@ -26,12 +24,7 @@ func benchStore(b *testing.B, tasks int) *store.Store {
 	if err := st.AcquireFence(ctx, benchEpoch, "bench"); err != nil {
 		b.Fatal(err)
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "dag_id: wide\nmax_active_tasks: 10000\ntasks:\n")
-	for i := 0; i < tasks; i++ {
-		fmt.Fprintf(&sb, "  - id: t%05d\n    command: [\"true\"]\n", i)
-	}
-	spec, err := dag.Parse([]byte(sb.String()))
+	spec, err := dag.Parse([]byte(storetest.WideDAGYAML("wide", tasks)))
 	if err != nil {
 		b.Fatal(err)
 	}

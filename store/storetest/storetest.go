@@ -384,3 +384,15 @@ func stopPostmaster(dataDir string) {
 		}
 	}
 }
+
+// WideDAGYAML is the spec of a DAG of width independent `true` tasks,
+// ids t00000…, with max_active_tasks 10000 so that no cap slows a
+// throughput benchmark. Shared by the store's and the API's benchmarks.
+func WideDAGYAML(dagID string, width int) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "dag_id: %s\nmax_active_tasks: 10000\ntasks:\n", dagID)
+	for i := 0; i < width; i++ {
+		fmt.Fprintf(&sb, "  - id: t%05d\n    command: [\"true\"]\n", i)
+	}
+	return sb.String()
+}
