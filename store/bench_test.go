@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
@@ -126,4 +127,35 @@ func BenchmarkSchedulerTickSteps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkQueueWideRuns measures the scheduling pass that takes 8 freshly
+// triggered runs of 1,000 TIs each (DefaultPassTIs' worth) from queued to
+// every TI queued: start, schedule and the queue step over wide runs,
+// the tick's work in a burn-down (docs/performance.md). It reports the
+// TIs queued per second of pass.
+func BenchmarkQueueWideRuns(b *testing.B) {
+	const runs, width = 8, 1000
+	st := benchStore(b, width)
+	ctx := context.Background()
+	var queued int
+	var spent time.Duration
+	for i := 0; i < b.N; i++ {
+		for r := 0; r < runs; r++ {
+			if _, err := st.TriggerRun(ctx, "wide"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		start := time.Now()
+		res, err := st.SchedulePass(ctx, benchEpoch, store.PassLimit{Runs: 256, TIs: store.DefaultPassTIs})
+		spent += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Queued != runs*width {
+			b.Fatalf("pass queued %d TIs, want %d: %+v", res.Queued, runs*width, res)
+		}
+		queued += res.Queued
+	}
+	b.ReportMetric(float64(queued)/spent.Seconds(), "TIs-queued/s")
 }

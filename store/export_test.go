@@ -50,4 +50,6 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 const (
 	ScheduleReadySQLForTest  = scheduleReadySQL
 	UpstreamFailedSQLForTest = upstreamFailedSQL
+	QueueScheduledSQLForTest = queueScheduledSQL
+	MaxQueuedPayloadForTest  = maxQueuedPayload
 )

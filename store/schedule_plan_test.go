@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,4 +62,59 @@ func TestSchedulingStepsAreLinearInRunWidth(t *testing.T) {
 	var scheduled int
 	require.NoError(t, tx.QueryRow(e.ctx, `SELECT count(*) FROM task_instances WHERE run_id = ANY ($1) AND state = 'scheduled'`, ids).Scan(&scheduled))
 	assert.Equal(t, runs*width, scheduled, "every TI without upstreams was scheduled")
+}
+
+// The queue step does work linear in the TIs of its runs under either
+// plan PostgreSQL may settle a prepared statement on: pgx prepares every
+// statement, and after five executions the generic plan, blind to $1's
+// runs, may replace the custom one. Runs of 400 TIs, a quarter already
+// queued or running and the rest scheduled, as in a burn-down: a form
+// that recounted a run's active TIs per candidate did work in the square
+// of the width (~1.3 s a call on 1,000-TI runs in `make bench`). Each
+// mode runs the statement for real under EXPLAIN ANALYZE in a transaction
+// rolled back, and must queue every scheduled TI (max_active_tasks 10000).
+func TestQueueStepIsLinearInRunWidth(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	const runs, width = 5, 400
+	e.apply(strings.Replace(wideDAG("q400", width), "tasks:", "max_active_tasks: 10000\ntasks:", 1))
+	var ids []int64
+	for range runs {
+		ids = append(ids, e.trigger("q400"))
+	}
+	_, err := e.raw.Exec(e.ctx, `
+		WITH r AS (UPDATE runs SET state = 'running', start_date = now() WHERE id = ANY ($1))
+		UPDATE task_instances SET state = CASE ordinal % 8 WHEN 0 THEN 'queued' WHEN 1 THEN 'running' ELSE 'scheduled' END,
+		       queued_at = CASE WHEN ordinal % 8 < 2 THEN now() END
+		 WHERE run_id = ANY ($1)`, ids)
+	require.NoError(t, err)
+	_, err = e.raw.Exec(e.ctx, `ANALYZE`)
+	require.NoError(t, err)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		tx, err := e.raw.Begin(e.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(e.ctx, `SET LOCAL plan_cache_mode = `+mode)
+		require.NoError(t, err)
+		var out []byte
+		require.NoError(t, tx.QueryRow(e.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.QueueScheduledSQLForTest,
+			ids, store.MaxQueuedPayloadForTest).Scan(&out), mode)
+		var plan []struct {
+			Plan planNode `json:"Plan"`
+		}
+		require.NoError(t, json.Unmarshal(out, &plan), mode)
+		work := planWork(plan[0].Plan)
+		var seq int
+		plan[0].Plan.walk(func(n planNode) {
+			if n.NodeType == "Seq Scan" && n.RelationName == "task_instances" {
+				seq++
+			}
+		})
+		var queued int
+		require.NoError(t, tx.QueryRow(e.ctx, `SELECT count(*) FROM task_instances WHERE run_id = ANY ($1) AND state = 'queued'`, ids).Scan(&queued))
+		require.NoError(t, tx.Rollback(e.ctx))
+		t.Logf("queue step, %s: %.0f rows of work for %d TIs", mode, work, runs*width)
+		assert.LessOrEqual(t, work, float64(20*runs*width), "%s: work must be linear in the TIs, not their square", mode)
+		assert.Zero(t, seq, "%s: the queue step scans task_instances sequentially", mode)
+		assert.Equal(t, runs*width*7/8, queued, "%s: every scheduled TI is queued beside the queued quarter", mode)
+	}
 }
