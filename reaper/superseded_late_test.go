@@ -74,3 +74,51 @@ func count(xs []string, x string) int {
 	}
 	return n
 }
+
+// Found by the chaos suite (docs/reliability.md, the second 1,000-fault
+// run): an agent was SIGSTOPped just after its claim reply spawned the
+// task, before any heartbeat reported the start; the agent-lost reaper
+// requeued the attempt as never started, another agent claimed it again
+// (the same try) and when the first agent resumed, the success its task
+// had reached while it was current was refused as stale and dropped. A
+// requeue gives up on the attempt like a failing reap, so its success is
+// recorded the same way.
+func TestLateSuccessOfARequeuedAttemptIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(reaper.ReaperAgentLost)
+	e.apply("dag_id: req\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	runID := e.trigger("req")
+	first := e.register("first", nil, 1)
+	tasks := e.claim(first, 1)
+	require.Len(t, tasks, 1)
+	requeued := tasks[0] // its start never reaches the control plane
+
+	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
+	require.Equal(t, state.TIScheduled, e.ti(runID, "a").State, "a never-started attempt is requeued")
+	require.Equal(t, 1, count(e.eventKinds(runID), "agent_lost_requeued"))
+	e.schedule()
+	second := e.register("second", nil, 1)
+	again := e.claim(second, 1)
+	require.Len(t, again, 1)
+	require.NotEqual(t, requeued.AttemptID, again[0].AttemptID)
+	require.Equal(t, requeued.TryNumber, again[0].TryNumber, "a requeue spends no try")
+
+	late := store.Completion{Attempt: requeued.Attempt, Outcome: store.OutcomeSuccess}
+	st, recorded, err := e.store.Complete(e.ctx, first, late)
+	require.NoError(t, err, "the requeued attempt's success is not refused as stale")
+	assert.True(t, recorded)
+	assert.Equal(t, state.TIRunning, st, "the new attempt's state is untouched")
+	ti := e.ti(runID, "a")
+	assert.Equal(t, again[0].AttemptID, ti.AttemptID)
+	require.NotNil(t, ti.Late)
+	assert.Equal(t, requeued.AttemptID, ti.Late.AttemptID)
+	assert.False(t, ti.Late.Accepted)
+
+	_, recorded, err = e.store.Complete(e.ctx, first, late)
+	require.NoError(t, err)
+	assert.False(t, recorded, "a replay records nothing more")
+	assert.Equal(t, 1, count(e.eventKinds(runID), store.EventLateRecorded))
+	_, _, err = e.store.Complete(e.ctx, first, store.Completion{Attempt: requeued.Attempt, Outcome: store.OutcomeFailed})
+	require.Error(t, err, "a requeued attempt's late failure is still refused")
+}

@@ -160,22 +160,35 @@ func recordLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) (
 	return tag.RowsAffected() == 1, nil
 }
 
+// eventAgentLostRequeued is the event kind of the agent-lost reaper's
+// requeue of an attempt it judged never started
+// (metrics.DecisionAgentLostRequeued; the store does not import metrics).
+const eventAgentLostRequeued = "agent_lost_requeued"
+
+// reapedKinds are the event kinds of the reaper decisions that give up on
+// an attempt for its agent: failed as agent_lost or dispatch_lost, or
+// requeued as never started. A requeued attempt's process may have
+// started all the same (its agent was stopped between the spawn and the
+// heartbeat reporting it), so its success counts as late like the others'
+// (adr/0014, amendment).
+var reapedKinds = []string{string(state.ReasonAgentLost), string(state.ReasonDispatchLost), eventAgentLostRequeued}
+
 // recordSupersededLateTx records a success of attempt req.AttemptID that
-// an agent-lost or dispatch-lost reaper gave up on for agentID, after the
-// TI was claimed again (a holds the newer attempt): one
-// late_completion_recorded event on the reaped attempt, changing nothing,
-// as recordLateTx does after a run ended (adr/0014). reaped is false when
-// no such reap of that attempt by agentID exists; the caller then refuses
-// the completion as stale. wrote is false for a replay. The caller holds
-// the TI row lock. A reaper's event kind is its decision, which for these
-// two reapers is named like the reason it sets (metrics.DecisionAgentLost).
+// an agent-lost or dispatch-lost reaper gave up on for agentID (failed or
+// requeued, reapedKinds), after the TI was claimed again (a holds the
+// newer attempt): one late_completion_recorded event on the reaped
+// attempt, changing nothing, as recordLateTx does after a run ended
+// (adr/0014). reaped is false when no such reap of that attempt by
+// agentID exists; the caller then refuses the completion as stale. wrote
+// is false for a replay. The caller holds the TI row lock. A reaper's
+// event kind is its decision, which for the failing reaps is named like
+// the reason it sets (metrics.DecisionAgentLost).
 func recordSupersededLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, agentID int64, req Completion) (wrote, reaped bool, err error) {
 	var try int
 	err = tx.QueryRow(ctx, `
 		SELECT try_number FROM events
 		 WHERE run_id = $1 AND ti_id = $2 AND attempt_id = $3::uuid AND agent_id = $4 AND kind = ANY ($5)
-		 ORDER BY id LIMIT 1`, a.runID, a.tiID, req.AttemptID, agentID,
-		[]string{string(state.ReasonAgentLost), string(state.ReasonDispatchLost)}).Scan(&try)
+		 ORDER BY id LIMIT 1`, a.runID, a.tiID, req.AttemptID, agentID, reapedKinds).Scan(&try)
 	if errNoRows(err) {
 		return false, false, nil
 	}
