@@ -56,7 +56,8 @@ func (v Verdict) Violations() []Violation {
 	return out
 }
 
-// Check judges h against the seven invariants.
+// Check judges h against the seven invariants and the harness's own
+// (InvOneProcess).
 func Check(h *History) Verdict {
 	var v Verdict
 	v.Results = append(v.Results, checkNoLiveFailed(h))
@@ -72,6 +73,7 @@ func Check(h *History) Verdict {
 	dup, alive := checkNoDuplicate(h)
 	v.Results = append(v.Results, dup)
 	v.ReapedAlive = alive
+	v.Results = append(v.Results, checkProcesses(h))
 	return v
 }
 

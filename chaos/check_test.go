@@ -60,8 +60,9 @@ func cleanHistory() *History {
 			{At: at(29), Etcd: "r1", EtcdOK: true, Claiming: []string{"r1"}},
 			{At: at(32), Etcd: "r2", EtcdOK: true, Claiming: []string{"r2"}},
 		},
-		RunBound: map[string]time.Duration{"d": 10 * time.Second},
-		End:      at(40),
+		RunBound:  map[string]time.Duration{"d": 10 * time.Second},
+		Processes: cleanProcesses(),
+		End:       at(40),
 	}
 }
 

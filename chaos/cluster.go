@@ -33,7 +33,7 @@ type cluster struct {
 	dir  string
 	tox  *toxiproxy.ApiServer
 	rec  *recorder
-	mu   sync.Mutex // guards etcd, pg and the procs below
+	mu   sync.Mutex // guards etcd and pg
 	etcd *embed.Etcd
 	// etcdClient, etcdPeer are fixed so a restart listens where replicas
 	// look.
@@ -42,6 +42,16 @@ type cluster struct {
 	pgCfg                pgcluster.Config
 	replicas             []*replica
 	agents               []*agentSlot
+	// procMu guards every procSlot's fields, procs and stopping.
+	procMu sync.Mutex
+	// procs is every process the harness ever started, oldest first:
+	// stop ends each one by pid.
+	procs []*proc
+	// stopping: the cluster is being stopped; nothing starts any more.
+	stopping bool
+	// restarted, when set (tests), is called after the supervisor
+	// restarted a slot.
+	restarted func(slot string)
 }
 
 // replica is one `vigil server`.
@@ -50,18 +60,18 @@ type replica struct {
 	url     string // direct, for the operator and the harness
 	args    []string
 	dbProxy *toxiproxy.Proxy
-	proc    *proc
-	starts  int
+	procSlot
+	starts int
 }
 
 // agentSlot is one agent position: the process currently in it, its
 // links (one proxy per replica) and its tags.
 type agentSlot struct {
-	slot     int
-	name     string
-	tags     []string
-	links    []*toxiproxy.Proxy
-	proc     *proc
+	slot  int
+	name  string
+	tags  []string
+	links []*toxiproxy.Proxy
+	procSlot
 	instance string
 	starts   int
 }
@@ -227,17 +237,6 @@ func (c *cluster) addReplica(i int) error {
 	return c.startReplica(r)
 }
 
-func (c *cluster) startReplica(r *replica) error {
-	r.starts++
-	name := fmt.Sprintf("server-%s-%d", r.id, r.starts)
-	p, err := startProc(c.cfg.VigilBin, name, filepath.Join(c.dir, name+".log"), filepath.Join(c.dir, "tmp", name), r.args...)
-	if err != nil {
-		return err
-	}
-	r.proc = p
-	return nil
-}
-
 // waitServing waits until every replica answers /readyz and one leads.
 func (c *cluster) waitServing(ctx context.Context) error {
 	deadline := time.Now().Add(90 * time.Second)
@@ -286,66 +285,4 @@ func (c *cluster) addAgent(slot int) error {
 	}
 	c.agents = append(c.agents, a)
 	return c.startAgent(a, false)
-}
-
-// startAgent starts the slot's agent; rename gives it a new name. Its
-// server list starts with a different replica per slot, so every replica
-// has agents attached first.
-func (c *cluster) startAgent(a *agentSlot, rename bool) error {
-	a.starts++
-	if rename {
-		a.name = fmt.Sprintf("agent-%d-r%d", a.slot, a.starts)
-	}
-	var servers []string
-	for i := range a.links {
-		servers = append(servers, "http://"+a.links[(a.slot+i)%len(a.links)].Listen)
-	}
-	a.instance = fmt.Sprintf("a%d-%d", a.slot, a.starts)
-	args := []string{"agent", "--server", strings.Join(servers, ","), "--token", agentToken, "--name", a.name,
-		"--capacity", "3", "--log-format", "json", "--drain-timeout", "2s", "--kill-grace", c.cfg.Timing.KillGrace.String()}
-	if len(a.tags) > 0 {
-		args = append(args, "--tags", strings.Join(a.tags, ","))
-	}
-	p, err := startProc(c.cfg.VigilBin, a.instance, filepath.Join(c.dir, "agent-"+a.instance+".log"),
-		filepath.Join(c.dir, "tmp", a.instance), args...)
-	if err != nil {
-		return err
-	}
-	a.proc = p
-	c.rec.agentStarted(a.instance, a.name)
-	return nil
-}
-
-// stop ends everything the cluster started: agents (and their tasks),
-// replicas, PostgreSQL, etcd and the proxies.
-func (c *cluster) stop(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, a := range c.agents {
-		if a.proc != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); a.proc.stop(5 * time.Second); a.proc.killStragglers() }()
-		}
-	}
-	wg.Wait()
-	for _, a := range c.agents {
-		if a.proc != nil {
-			c.rec.agentEnded(a.instance, a.proc.killed)
-		}
-	}
-	for _, r := range c.replicas {
-		if r.proc != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); r.proc.stop(10 * time.Second) }()
-		}
-	}
-	wg.Wait()
-	if c.tox != nil {
-		_ = c.tox.Collection.Clear()
-	}
-	if c.pg != nil {
-		_ = c.pg.Stop(ctx)
-	}
-	c.stopEtcd()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -13,31 +12,21 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// inject runs the plan: each fault at its offset from begin, applied, held
-// and reverted, and recorded with its real span. It returns once every
-// fault has been reverted.
+// inject runs the plan lane by lane (runLanes): each fault at its offset
+// from begin or, when its lane is still busy, once the lane is free;
+// applied, held, reverted and recorded with its real span and how far
+// behind plan it started. It returns once every fault has been reverted.
 func (c *cluster) inject(ctx context.Context, plan []Fault, begin time.Time, logf func(string, ...any)) {
-	var wg sync.WaitGroup
-	for _, f := range plan {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Until(begin.Add(f.At))):
-			}
-			rec, err := c.apply(ctx, f)
-			if err != nil {
-				logf("fault %d %s: %v", f.Seq, f.Kind, err)
-				return
-			}
-			c.rec.fault(rec)
-			logf("fault %3d %-27s %-8s %s..%s %s", f.Seq, f.Kind, rec.Target, rec.Start.Format("15:04:05.000"),
-				rec.End.Format("15:04:05.000"), rec.Detail)
-		}()
-	}
-	wg.Wait()
+	runLanes(ctx, plan, begin, c.cfg.Timing, wallClock{}, c.apply, func(run laneRun) {
+		f, rec := run.Fault, run.Rec
+		if run.Err != nil {
+			logf("fault %d %s: %v", f.Seq, f.Kind, run.Err)
+			return
+		}
+		c.rec.fault(rec)
+		logf("fault %3d %-27s %-8s %s..%s lag %s %s", f.Seq, f.Kind, rec.Target, rec.Start.Format("15:04:05.000"),
+			rec.End.Format("15:04:05.000"), rec.Lag.Round(time.Millisecond), rec.Detail)
+	})
 }
 
 // apply injects f, waits its hold, reverts it and returns its record.
@@ -76,13 +65,12 @@ func (c *cluster) apply(ctx context.Context, f Fault) (FaultRecord, error) {
 
 func (c *cluster) applyAgent(ctx context.Context, f Fault, rec FaultRecord) (FaultRecord, error) {
 	a := c.agents[f.Agent%len(c.agents)]
-	rec.Target = a.instance
 	var err error
 	switch f.Kind {
 	case AgentKill:
-		rec.Start = time.Now()
-		a.proc.kill()
-		c.rec.agentEnded(a.instance, true)
+		p := c.seize(&a.procSlot)
+		rec.Target, rec.Start = p.name, time.Now()
+		p.kill(EndKilled)
 		time.Sleep(f.Hold)
 		rec.End = time.Now()
 		if f.Rename {
@@ -90,18 +78,19 @@ func (c *cluster) applyAgent(ctx context.Context, f Fault, rec FaultRecord) (Fau
 		}
 		err = c.startAgent(a, f.Rename)
 	case AgentStopShort, AgentStopLong:
-		rec.Start = time.Now()
-		a.proc.signal(syscall.SIGSTOP)
+		p := c.current(&a.procSlot)
+		rec.Target, rec.Start = p.name, time.Now()
+		p.signal(syscall.SIGSTOP)
 		time.Sleep(f.Hold)
-		a.proc.signal(syscall.SIGCONT)
+		p.signal(syscall.SIGCONT)
 		rec.End = time.Now()
 	case AgentPartitionShort, AgentPartitionLong:
-		rec.Detail = f.Mode
+		rec.Target, rec.Detail = c.current(&a.procSlot).name, f.Mode
 		rec.Start = time.Now()
 		err = sever(a.links, f.Mode, f.Hold)
 		rec.End = time.Now()
 	case AgentLatency:
-		rec.Detail = f.Delay.String()
+		rec.Target, rec.Detail = c.current(&a.procSlot).name, f.Delay.String()
 		rec.Start = time.Now()
 		err = hold(a.links, latencyToxics("lat", f.Delay), f.Hold)
 		rec.End = time.Now()
@@ -131,22 +120,25 @@ func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (F
 	var err error
 	switch f.Kind {
 	case LeaderKill:
+		p := c.seize(&target.procSlot)
 		rec.Start = time.Now()
-		target.proc.kill()
+		p.kill(EndKilled)
 		time.Sleep(f.Hold)
 		rec.End = time.Now()
 		err = c.startReplica(target)
 	case LeaderStop, AttachedReplicaStop:
+		p := c.current(&target.procSlot)
 		rec.Start = time.Now()
-		target.proc.signal(syscall.SIGSTOP)
+		p.signal(syscall.SIGSTOP)
 		time.Sleep(f.Hold)
-		target.proc.signal(syscall.SIGCONT)
+		p.signal(syscall.SIGCONT)
 		rec.End = time.Now()
 	case LeaderStopMidTx:
 		err = c.stopMidTx(ctx, target, f.Hold, &rec)
 	case FollowerRestart:
+		p := c.seize(&target.procSlot)
 		rec.Start = time.Now()
-		target.proc.stop(10 * time.Second)
+		p.stop(10 * time.Second)
 		time.Sleep(f.Hold)
 		rec.End = time.Now()
 		err = c.startReplica(target)
@@ -170,12 +162,13 @@ func (c *cluster) stopMidTx(ctx context.Context, r *replica, d time.Duration, re
 	}
 	time.Sleep(700 * time.Millisecond)
 	open := c.leaderSessionsInTx(ctx)
+	p := c.current(&r.procSlot)
 	rec.Start = time.Now()
-	r.proc.signal(syscall.SIGSTOP)
+	p.signal(syscall.SIGSTOP)
 	removeToxics(links, latencyToxics("midtx", 0))
 	rec.Detail = fmt.Sprintf("%d leader sessions in a transaction at the stop", open)
 	time.Sleep(d)
-	r.proc.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGCONT)
 	rec.End = time.Now()
 	return nil
 }

@@ -41,6 +41,12 @@ type History struct {
 	RunBound map[string]time.Duration
 	// Timeouts is the execution_timeout of each workload task, by task id.
 	Timeouts map[string]time.Duration
+	// Processes are every vigil process the harness started, oldest
+	// first, with how each ended (recorded after the cluster was stopped).
+	Processes []Process
+	// Leftovers are the processes the harness started (directly or as an
+	// agent's tasks) still alive after it stopped the cluster.
+	Leftovers []string
 	// End is when the collection happened; an execution with neither an
 	// end record nor an observed death was alive then.
 	End time.Time
@@ -118,6 +124,10 @@ type FaultRecord struct {
 	Start  time.Time
 	End    time.Time
 	Detail string
+	// Lag is how far behind its plan the fault started: its lane was busy
+	// with an earlier fault that outran its hold, or a leader fault waited
+	// for a leader (runLane).
+	Lag time.Duration
 }
 
 // AgentInstance is one `vigil agent` process the harness started.
@@ -198,3 +208,43 @@ type LeaderSample struct {
 	// brake held agent-lost reaping (docs/design.md §6).
 	Braking []string
 }
+
+// Process is one `vigil server` or `vigil agent` process the harness
+// started, for the one-process-per-slot check (check_procs.go).
+type Process struct {
+	Role ProcRole
+	// Slot is the position it fills: a replica id (r2) or an agent slot
+	// (agent-1); the harness keeps one process per slot.
+	Slot string
+	// Claim is the identity it gives the control plane: its --replica-id
+	// or its agent --name.
+	Claim    string
+	Instance string // its log name: server-r2-3, a1-4
+	PID      int
+	Started  time.Time
+	Ended    time.Time // when the harness saw it exit; zero if it never did
+	End      ProcEnd   // how it ended; "" if it never did
+	// Supervised: started by the supervisor after its slot's previous
+	// process exited on its own, not by a fault or at start-up.
+	Supervised bool
+}
+
+// ProcRole is what a harness process is.
+type ProcRole string
+
+// The roles of harness processes.
+const (
+	RoleReplica ProcRole = "replica"
+	RoleAgent   ProcRole = "agent"
+)
+
+// ProcEnd is how a harness process ended.
+type ProcEnd string
+
+// The ways a harness process ends.
+const (
+	EndStopped  ProcEnd = "stopped by the harness"         // SIGTERM: follower_restart, the final stop
+	EndKilled   ProcEnd = "killed by the harness"          // kill -9: leader_kill, agent_kill
+	EndReplaced ProcEnd = "killed: its slot started again" // still alive when its slot was started again
+	EndOnItsOwn ProcEnd = "exited on its own"              // the supervisor restarts its slot
+)

@@ -25,6 +25,7 @@ type recorder struct {
 	order   []string
 	leaders []LeaderSample
 	gone    map[int]time.Time // pid -> when it was seen gone
+	procs   []Process         // every harness process, in start order
 }
 
 func newRecorder() *recorder {
@@ -50,6 +51,31 @@ func (r *recorder) agentEnded(inst string, killed bool) {
 	if a := r.agents[inst]; a != nil && a.Ended.IsZero() {
 		a.Ended, a.Killed = time.Now(), killed
 	}
+}
+
+func (r *recorder) processStarted(p Process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.procs = append(r.procs, p)
+}
+
+// processEnded records the end of the harness process pid (pids are not
+// reused while the harness has not reaped them, so the last match is it).
+func (r *recorder) processEnded(pid int, at time.Time, how ProcEnd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		if p := &r.procs[i]; p.PID == pid && p.Ended.IsZero() {
+			p.Ended, p.End = at, how
+			return
+		}
+	}
+}
+
+func (r *recorder) processes() []Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.procs)
 }
 
 func (r *recorder) faultCount() int {

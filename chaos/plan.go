@@ -82,7 +82,7 @@ func Plan(seed int64, n, agents int, gap time.Duration, t Timing) []Fault {
 	for _, k := range AllKinds {
 		total += k.weight()
 	}
-	laneFree := map[int]time.Duration{} // lane -> offset when it frees; agents 0..n-1, control -1, slow -2
+	laneFree := map[int]time.Duration{} // lane -> offset when it frees
 	var agentBusy []span
 	var out []Fault
 	at := time.Duration(0)
@@ -91,14 +91,10 @@ func Plan(seed int64, n, agents int, gap time.Duration, t Timing) []Fault {
 		k := pickKind(r, total)
 		f := Fault{Seq: len(out) + 1, Kind: k, Pick: r.IntN(1 << 20)}
 		f.Hold = holdFor(r, k, t)
-		lane := -1
-		switch {
-		case k.agentKind():
+		if k.agentKind() {
 			f.Agent = r.IntN(agents)
-			lane = f.Agent
-		case k == DatabaseSlow:
-			lane = -2
 		}
+		lane := f.lane()
 		start := max(at, laneFree[lane])
 		if k.agentKind() && k != AgentLatency {
 			for overlapping(agentBusy, start, start+f.Hold+t.ReconnectBound()) >= maxImpaired {
@@ -121,6 +117,25 @@ func Plan(seed int64, n, agents int, gap time.Duration, t Timing) []Fault {
 		out = append(out, f)
 	}
 	return out
+}
+
+// The lanes that are not an agent slot's (agent slots are lanes 0, 1, ...).
+const (
+	laneControl = -1 // every control-plane fault: replicas, PostgreSQL, etcd, one replica's database link
+	laneSlow    = -2 // DatabaseSlow
+)
+
+// lane is f's lane: its agent slot for an agent fault, else laneSlow or
+// laneControl. Faults of one lane never overlap, on paper (Plan) or at run
+// time (runLanes); faults of different lanes may.
+func (f Fault) lane() int {
+	switch {
+	case f.Kind.agentKind():
+		return f.Agent
+	case f.Kind == DatabaseSlow:
+		return laneSlow
+	}
+	return laneControl
 }
 
 // maxImpaired bounds the agents impaired at once (see Plan).

@@ -19,14 +19,7 @@ func TestPlanIsDeterministicAndKeepsLanesApart(t *testing.T) {
 	lanes := map[int][]Fault{}
 	for _, f := range p1 {
 		kinds[f.Kind]++
-		lane := -1
-		switch {
-		case f.Kind.agentKind():
-			lane = f.Agent
-		case f.Kind == DatabaseSlow:
-			lane = -2
-		}
-		lanes[lane] = append(lanes[lane], f)
+		lanes[f.lane()] = append(lanes[f.lane()], f)
 	}
 	for _, k := range AllKinds {
 		assert.Positive(t, kinds[k], "1000 faults cover %s", k)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -15,15 +16,21 @@ import (
 // a private TMPDIR, which its task processes inherit, so stragglers are
 // found and killed by pid when it is gone.
 type proc struct {
-	name   string
-	tmp    string
-	cmd    *exec.Cmd
-	done   chan struct{}
+	name string
+	role ProcRole
+	tmp  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	// killed: the harness sent SIGKILL (an agent instance's Killed).
 	killed bool
+	// end is how the harness ended it, set before it signals; empty when
+	// the process exits on its own.
+	end ProcEnd
 }
 
 // startProc starts bin with args, output appended to logPath, in a clean
-// environment (PATH, HOME and its own TMPDIR only).
+// environment (PATH, HOME and its own TMPDIR only); watch reaps it.
 func startProc(bin, name, logPath, tmp string, args ...string) (*proc, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
@@ -39,9 +46,39 @@ func startProc(bin, name, logPath, tmp string, args ...string) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, tmp: tmp, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
+	return &proc{name: name, tmp: tmp, cmd: cmd, done: make(chan struct{})}, nil
+}
+
+// watch reaps p in the background and calls onExit once it has exited,
+// before anyone waiting for p (kill, stop) wakes up, so its end is
+// recorded by then. Call it once, right after startProc.
+func (p *proc) watch(onExit func(*proc)) {
+	go func() {
+		_ = p.cmd.Wait()
+		onExit(p)
+		close(p.done)
+	}()
+}
+
+// ending notes how the harness is about to end p (the first reason wins).
+func (p *proc) ending(e ProcEnd, kill bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.end == "" {
+		p.end = e
+	}
+	p.killed = p.killed || kill
+}
+
+// how is how p ended (EndOnItsOwn when the harness did not end it) and
+// whether it was sent SIGKILL.
+func (p *proc) how() (ProcEnd, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.end == "" {
+		return EndOnItsOwn, p.killed
+	}
+	return p.end, p.killed
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -61,9 +98,10 @@ func (p *proc) signal(sig syscall.Signal) {
 	}
 }
 
-// kill sends SIGKILL and waits until the process is gone (bounded).
-func (p *proc) kill() {
-	p.killed = true
+// kill sends SIGKILL and waits until the process is gone (bounded); why
+// is recorded as its end.
+func (p *proc) kill(why ProcEnd) {
+	p.ending(why, true)
 	p.signal(syscall.SIGCONT)
 	p.signal(syscall.SIGKILL)
 	p.wait(10 * time.Second)
@@ -72,10 +110,11 @@ func (p *proc) kill() {
 // stop sends SIGTERM (after SIGCONT, in case it is stopped), then SIGKILL
 // after grace.
 func (p *proc) stop(grace time.Duration) {
+	p.ending(EndStopped, false)
 	p.signal(syscall.SIGCONT)
 	p.signal(syscall.SIGTERM)
 	if !p.wait(grace) {
-		p.kill()
+		p.kill(EndStopped)
 	}
 }
 
@@ -91,7 +130,15 @@ func (p *proc) wait(d time.Duration) bool {
 // killStragglers kills by pid every live process whose environment holds
 // this process's TMPDIR: task processes orphaned by a killed agent.
 func (p *proc) killStragglers() {
-	mark := []byte("TMPDIR=" + p.tmp + "\x00")
+	for _, pid := range pidsWithTmp(func(tmp string) bool { return tmp == p.tmp }) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// pidsWithTmp lists the live processes (this one excepted) whose
+// environment's TMPDIR satisfies match.
+func pidsWithTmp(match func(tmp string) bool) []int {
+	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -99,11 +146,17 @@ func (p *proc) killStragglers() {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !(bytes.HasPrefix(env, mark) || bytes.Contains(env, append([]byte{0}, mark...))) {
+		if err != nil {
 			continue
 		}
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if tmp, ok := bytes.CutPrefix(kv, []byte("TMPDIR=")); ok && match(string(tmp)) && pidAlive(pid) {
+				out = append(out, pid)
+				break
+			}
+		}
 	}
+	return out
 }
 
 // pidAlive reports whether pid is a live, non-zombie process.

@@ -68,6 +68,7 @@ func (r *Report) Text() string {
 	for _, k := range AllKinds {
 		fmt.Fprintf(&b, "  %-28s %d\n", k, r.Injected[k])
 	}
+	fmt.Fprintf(&b, "lanes: fault start behind plan: %s\n", lagSummary(r.history.Faults))
 	fmt.Fprintf(&b, "workload: %d runs, %d executions, %d events\n", r.Runs, r.Executions, r.Events)
 	b.WriteString("invariants:\n")
 	for _, res := range r.Verdict.Results {

@@ -119,6 +119,7 @@ func (c *cluster) gather(ctx context.Context, cfg Config, h *History, j *journal
 		return err
 	}
 	c.shutdown(ctx)
+	h.Processes, h.Leftovers = rec.processes(), c.leftovers()
 	rec.mu.Lock()
 	gone := rec.gone
 	rec.mu.Unlock()
@@ -130,14 +131,9 @@ func (c *cluster) gather(ctx context.Context, cfg Config, h *History, j *journal
 	return err
 }
 
-// shutdown stops the cluster and kills any task process an agent left.
+// shutdown stops the cluster, every task process an agent left included.
 func (c *cluster) shutdown(ctx context.Context) {
 	c.stop(context.WithoutCancel(ctx))
-	for _, a := range c.agents {
-		if a.proc != nil {
-			a.proc.killStragglers()
-		}
-	}
 }
 
 // write writes the report's text to path (nothing when path is empty).
