@@ -182,10 +182,14 @@ func checkLiveness(h *History) (Result, []Failover) {
 }
 
 // checkNoDuplicate: two executions of one TI never overlap in time. An
-// overlap whose first execution was reaped is listed as ReapedAlive; it
-// is a violation only when that process outlived its agent's recovery:
-// once the agent could reach the control plane again, or was killed, its
-// process had to end within the reconnect bound plus the kill grace.
+// overlap is allowed when one of the two was reaped: the earlier one, or
+// the later one when the reaper gave up on it before the earlier one even
+// started (its agent, stopped between the claim reply and the spawn,
+// started it after the reaper had requeued it). Such an execution is
+// listed as ReapedAlive; it is a violation only when that process
+// outlived its agent's recovery: once the agent could reach the control
+// plane again, or was killed, its process had to end within the
+// reconnect bound plus the kill grace.
 func checkNoDuplicate(h *History) (Result, []ReapedAlive) {
 	ix := newIndex(h)
 	r := Result{Invariant: InvNoDuplicate}
@@ -197,27 +201,44 @@ func checkNoDuplicate(h *History) (Result, []ReapedAlive) {
 			if !prev.Finish(h.End).After(cur.Start) {
 				continue
 			}
-			ev, reaped := ix.reaped[prev.AttemptID]
+			stale, ev, reaped := prev, Event{}, false
+			if ev, reaped = ix.reaped[prev.AttemptID]; !reaped {
+				if ev, reaped = ix.reaped[cur.AttemptID]; reaped && ev.Committed.Before(prev.Start) {
+					stale = cur
+				} else {
+					reaped = false
+				}
+			}
 			if !reaped {
 				r.Violations = append(r.Violations, Violation{InvNoDuplicate, cur.Start, fmt.Sprintf("TI %d", cur.TIID),
 					fmt.Sprintf("attempt %s (try %d on %s) started while attempt %s (try %d on %s) ran, which no reaper had failed",
 						cur.AttemptID, cur.Try, cur.Instance, prev.AttemptID, prev.Try, prev.Instance)})
 				continue
 			}
-			ra := ReapedAlive{AttemptID: prev.AttemptID, Instance: prev.Instance, Reaped: ev.Committed, Gone: prev.Finish(time.Time{})}
-			if back := h.ableAgain(prev.Instance, ev.Committed); !back.IsZero() {
-				ra.Deadline = back.Add(h.Timing.ReconnectBound() + h.Timing.KillGrace)
-			} else if a := ix.agentOf[prev.Instance]; !a.Ended.IsZero() {
-				ra.Deadline = a.Ended.Add(h.Timing.KillGrace + time.Second)
-			}
+			ra := reapedAlive(h, ix, stale, ev)
 			alive = append(alive, ra)
-			if !ra.Deadline.IsZero() && prev.Finish(h.End).After(ra.Deadline) {
-				r.Violations = append(r.Violations, Violation{InvNoDuplicate, ra.Deadline, "attempt " + prev.AttemptID,
+			if !ra.Deadline.IsZero() && stale.Finish(h.End).After(ra.Deadline) {
+				r.Violations = append(r.Violations, Violation{InvNoDuplicate, ra.Deadline, "attempt " + stale.AttemptID,
 					fmt.Sprintf("reaped at %s, still running %s after its agent %s recovered or died",
-						ev.Committed.Format(time.RFC3339Nano), prev.Finish(h.End).Sub(ra.Deadline).Round(time.Millisecond), prev.Instance)})
+						ev.Committed.Format(time.RFC3339Nano), stale.Finish(h.End).Sub(ra.Deadline).Round(time.Millisecond), stale.Instance)})
 			}
 		}
 	}
 	slices.SortFunc(alive, func(a, b ReapedAlive) int { return a.Reaped.Compare(b.Reaped) })
 	return r, alive
+}
+
+// reapedAlive describes execution ex, which reaper event ev gave up on
+// while its process lived (or was yet to start): by when its agent had to
+// stop it, once the agent could reach the control plane again (the
+// reconnect bound plus the kill grace after) or died (the kill grace and
+// a second after).
+func reapedAlive(h *History, ix index, ex *Execution, ev Event) ReapedAlive {
+	ra := ReapedAlive{AttemptID: ex.AttemptID, Instance: ex.Instance, Reaped: ev.Committed, Gone: ex.Finish(time.Time{})}
+	if back := h.ableAgain(ex.Instance, ev.Committed); !back.IsZero() {
+		ra.Deadline = back.Add(h.Timing.ReconnectBound() + h.Timing.KillGrace)
+	} else if a := ix.agentOf[ex.Instance]; !a.Ended.IsZero() {
+		ra.Deadline = a.Ended.Add(h.Timing.KillGrace + time.Second)
+	}
+	return ra
 }

@@ -214,3 +214,31 @@ func TestARequeuedAttemptStillRunningIsReapedAlive(t *testing.T) {
 	assert.Empty(t, violationsOf(v, InvNoDuplicate), "its agent was stopped; the process died in time")
 	require.Len(t, v.ReapedAlive, 1)
 }
+
+// The second 1,000-fault run (TI 1520): the agent of attempt B was
+// stopped between its claim reply and the spawn; the reaper requeued B as
+// never started, C (the same try) was claimed and started elsewhere, and
+// B's process started only when its agent resumed, overlapping C until
+// the agent stopped it. B is the reaped execution although it started
+// second.
+func TestARequeuedAttemptSpawnedLateIsReapedAlive(t *testing.T) {
+	late := func() *History {
+		h := cleanHistory()
+		h.Events[1].Kind = metrics.DecisionAgentLostRequeued
+		h.Executions[1].Start, h.Executions[1].Gone = at(20.1), at(22) // spawned once a1-1 resumed at 20s
+		h.Executions[2].Try, h.Executions[2].End = 1, at(24)
+		return h
+	}
+	v := Check(late())
+	assert.Empty(t, violationsOf(v, InvNoDuplicate), "B was requeued before C started and died in time")
+	require.Len(t, v.ReapedAlive, 1)
+	assert.Equal(t, "B", v.ReapedAlive[0].AttemptID)
+
+	h := late()
+	h.Executions[1].Gone = at(40) // B outlived its agent's recovery
+	assert.NotEmpty(t, violationsOf(Check(h), InvNoDuplicate))
+
+	h = late()
+	h.Events[1].Committed = at(13) // reaped only after C had started: C ran beside a live attempt
+	assert.NotEmpty(t, violationsOf(Check(h), InvNoDuplicate))
+}
