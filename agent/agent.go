@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // ErrDrainTimeout is returned (wrapped) by Run when tasks were still running
@@ -68,10 +70,13 @@ type Agent struct {
 	batchSending bool
 	noBatch      atomic.Bool
 
-	// completing counts attempts that ended and whose completion the
-	// server has not yet acknowledged: their slots are not free yet.
-	completing int
-	shipped    chan struct{} // closed and replaced after each shipped batch
+	// reporting holds, by attempt id, the attempts that ended and whose
+	// completion the server has not yet acknowledged (or the agent not
+	// yet buffered for an outage): their slots are not free yet, and
+	// every heartbeat still lists them, so the agent-lost reaper counts
+	// the attempt alive while its agent is (docs/design.md §4 heartbeat).
+	reporting map[string]protocol.HeartbeatEntry
+	shipped   chan struct{} // closed and replaced after each shipped batch
 
 	wakeReconnect chan struct{}
 	wakeHeartbeat chan struct{}
@@ -98,6 +103,7 @@ func New(cfg Config) (*Agent, error) {
 		shipInterval:  defaultShipInterval,
 		pipeWait:      pipeWaitDelay,
 		attempts:      make(map[string]*attempt),
+		reporting:     make(map[string]protocol.HeartbeatEntry),
 		events:        newRing[pendingCompletion](cfg.EventBufferSize),
 		logs:          newLogQueue(cfg.LogBufferSize),
 		wakeReconnect: make(chan struct{}, 1),

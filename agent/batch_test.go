@@ -39,12 +39,12 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 	require.Eventually(t, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return a.completing == 1 && len(a.attempts) == 2
+		return len(a.reporting) == 1 && len(a.attempts) == 2
 	}, 5*time.Second, 5*time.Millisecond, "the first task ended and its completion is in flight")
 	require.NoError(t, os.WriteFile(gate, nil, 0o644))
 	require.Eventually(t, queued(2), 5*time.Second, 5*time.Millisecond, "both waiters' completions queue behind the held batch")
 	a.mu.Lock()
-	assert.Equal(t, 0, a.cfg.Capacity-len(a.attempts)-a.completing, "no slot is free before the server answers")
+	assert.Equal(t, 0, a.cfg.Capacity-len(a.attempts)-len(a.reporting), "no slot is free before the server answers")
 	a.mu.Unlock()
 	close(hold)
 	for _, task := range append(waiters, first) {

@@ -59,7 +59,7 @@ var errClaimSuperseded = errors.New("claim cancelled: the link it was made on we
 func (a *Agent) waitSlots(ctx context.Context) (int, bool) {
 	for {
 		a.mu.Lock()
-		free := a.cfg.Capacity - len(a.attempts) - a.completing
+		free := a.cfg.Capacity - len(a.attempts) - len(a.reporting)
 		a.mu.Unlock()
 		if free > 0 {
 			return free, true

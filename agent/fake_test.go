@@ -357,3 +357,15 @@ func deadURL(t *testing.T) string {
 	require.NoError(t, l.Close())
 	return "http://" + addr
 }
+
+// heartbeatsAfter runs send and returns the heartbeats received from its
+// start to its end (the agent's own loop may add some meanwhile).
+func (f *fakeAPI) heartbeatsAfter(send func()) []protocol.HeartbeatRequest {
+	f.mu.Lock()
+	mark := len(f.heartbeats)
+	f.mu.Unlock()
+	send()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.heartbeats[mark:])
+}

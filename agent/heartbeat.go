@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
@@ -54,17 +55,33 @@ func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
 	}
 }
 
-// heartbeatEntriesLocked lists the running attempts and, with pending, the
-// attempts whose completion is buffered (they did start).
+// heartbeatEntriesLocked lists the running attempts, the ended ones whose
+// completion is on its way (a.reporting) and, with pending, the attempts
+// whose completion is buffered (they did start), each once. An ended
+// attempt stays listed until the server has its completion: dropped at
+// the exit, its TI's heartbeat stamp would age while the agent is alive
+// and its completion waits for the log flush or a slow database, and the
+// agent-lost reaper would fail it (the second 1,000-fault chaos run did,
+// docs/reliability.md).
 func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
-	out := make([]protocol.HeartbeatEntry, 0, len(a.attempts))
+	out := make([]protocol.HeartbeatEntry, 0, len(a.attempts)+len(a.reporting))
 	for _, att := range a.attempts {
 		out = append(out, protocol.HeartbeatEntry{Attempt: att.task.Attempt, Started: att.started})
+	}
+	listed := func(id string) bool {
+		return slices.ContainsFunc(out, func(e protocol.HeartbeatEntry) bool { return e.AttemptID == id })
+	}
+	for _, e := range a.reporting {
+		if !listed(e.AttemptID) {
+			out = append(out, e)
+		}
 	}
 	if pending {
 		buffered, _ := a.events.Peek(a.events.Len())
 		for _, pc := range buffered {
-			out = append(out, protocol.HeartbeatEntry{Attempt: pc.req.Attempt, Started: true})
+			if !listed(pc.req.AttemptID) {
+				out = append(out, protocol.HeartbeatEntry{Attempt: pc.req.Attempt, Started: true})
+			}
 		}
 	}
 	return out

@@ -82,7 +82,7 @@ func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
 		// (delivered, or buffered while the link is down): claimed
 		// earlier, the server would still count the TI as running and
 		// hand out nothing (docs/design.md §4 claim).
-		a.completing++
+		a.reporting[att.task.AttemptID] = protocol.HeartbeatEntry{Attempt: att.task.Attempt, Started: att.started}
 	}
 	a.mu.Unlock()
 	if res.suppress {
@@ -92,7 +92,7 @@ func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
 	}
 	defer func() {
 		a.mu.Lock()
-		a.completing--
+		delete(a.reporting, att.task.AttemptID)
 		a.mu.Unlock()
 		signal(a.slotFreed)
 	}()
