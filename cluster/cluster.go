@@ -32,6 +32,9 @@ type Publisher struct {
 	Version string
 	Every   time.Duration // default DefaultEvery
 	Logger  *slog.Logger
+	// published: this Publisher's row is in the table, so a started_at
+	// other than its own found there was written by another process.
+	published bool
 }
 
 // Run publishes at once and then every Every until ctx ends. A failed
@@ -44,14 +47,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if every <= 0 {
 		every = DefaultEvery
 	}
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := p.logger()
 	started, err := p.Store.Now(ctx)
 	if err != nil {
 		started = time.Now() // the row's started_at only; retried rows keep it
 	}
+	started = started.Truncate(time.Microsecond).Round(0) // as stored, so that Publish recognises its own
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -66,7 +67,19 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
-// Publish upserts this replica's row once; started is its started_at.
+func (p *Publisher) logger() *slog.Logger {
+	if p.Logger == nil {
+		return slog.Default()
+	}
+	return p.Logger
+}
+
+// Publish upserts this replica's row once; started is its started_at
+// (microsecond precision, as stored). When the row it replaced was
+// written by another process (another started_at after this Publisher's
+// first publish), two live processes share the replica id: it logs an
+// error naming --replica-id each time it sees one, and goes on
+// (adr/0025-duplicate-replica-id-logged.md).
 func (p *Publisher) Publish(ctx context.Context, started time.Time) error {
 	st := p.Status()
 	report, err := json.Marshal(p.Report())
@@ -77,9 +90,18 @@ func (p *Publisher) Publish(ctx context.Context, started time.Time) error {
 	if version == "" {
 		version = "dev"
 	}
-	return p.Store.PublishReplica(ctx, store.ReplicaStatus{
+	prev, err := p.Store.PublishReplica(ctx, store.ReplicaStatus{
 		ReplicaID: st.Self, Leading: st.Leading, Epoch: st.Epoch, Version: version, StartedAt: started, Report: report,
 	})
+	if err != nil {
+		return err
+	}
+	if p.published && !prev.IsZero() && !prev.Equal(started) {
+		p.logger().Error("another live process publishes as this replica: --replica-id must name one process",
+			"flag", "--replica-id", "replica_id", st.Self, "started_at", started, "other_started_at", prev)
+	}
+	p.published = true
+	return nil
 }
 
 // Read assembles GET /v1/cluster from the database: the fence's holder

@@ -1,7 +1,10 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +72,47 @@ func TestReadShowsEveryReplicaFromTheDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Replicas, 1)
 	assert.Equal(t, "replica-a", got.Replicas[0].ReplicaID)
+}
+
+// Two live processes publish under one replica id (a supervisor started
+// it twice): each logs an error naming --replica-id once it sees the
+// other's row. A process that replaces a dead one (a restart after a
+// crash) finds its predecessor's row at its first publish only, and
+// logs nothing.
+func TestASecondLiveProcessUnderOneReplicaIDIsLogged(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.DB(t))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	type proc struct {
+		p       *cluster.Publisher
+		log     *bytes.Buffer
+		started time.Time
+	}
+	start := func(at time.Time) proc {
+		var buf bytes.Buffer
+		p := &cluster.Publisher{Store: st, Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+			Status: func() leader.Status { return leader.Status{Self: "r2"} },
+			Report: func() protocol.ReplicaReport { return protocol.ReplicaReport{} }}
+		return proc{p, &buf, at}
+	}
+	publish := func(pr proc) { require.NoError(t, pr.p.Publish(ctx, pr.started)) }
+	t1 := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+
+	crashed, restarted := start(t1), start(t1.Add(3*time.Second))
+	publish(crashed)
+	publish(restarted)
+	publish(restarted)
+	assert.Empty(t, crashed.log.String()+restarted.log.String(), "a restart after a crash is no duplicate")
+
+	leaked := start(t1.Add(5 * time.Second)) // started while restarted lives on
+	publish(leaked)
+	assert.Empty(t, leaked.log.String(), "its first publish cannot tell a live predecessor from a dead one")
+	publish(restarted)
+	publish(leaked)
+	for _, pr := range []proc{restarted, leaked} {
+		assert.Contains(t, pr.log.String(), `"level":"ERROR"`)
+		assert.Contains(t, pr.log.String(), `"flag":"--replica-id","replica_id":"r2"`)
+		assert.Equal(t, 1, strings.Count(pr.log.String(), "\n"), "one error per publish that saw the other")
+	}
 }

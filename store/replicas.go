@@ -28,24 +28,33 @@ const replicaRetention = 24 * time.Hour
 
 // PublishReplica upserts r's row with seen_at = now() and drops rows
 // silent for longer than a day, in one statement. Not fenced: every
-// replica, follower or leader, reports only about itself.
-func (s *Store) PublishReplica(ctx context.Context, r ReplicaStatus) error {
+// replica, follower or leader, reports only about itself. It returns the
+// started_at the row held before (zero for a new row): after a process's
+// first publish, any value but its own means another process publishes
+// under the same replica id (adr/0025).
+func (s *Store) PublishReplica(ctx context.Context, r ReplicaStatus) (time.Time, error) {
 	report := r.Report
 	if report == nil {
 		report = json.RawMessage(`{}`)
 	}
-	_, err := s.pool.Exec(ctx, `
-		WITH gone AS (DELETE FROM replica_status WHERE seen_at < now() - $7 * interval '1 microsecond' AND replica_id <> $1)
+	var prev *time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH gone AS (DELETE FROM replica_status WHERE seen_at < now() - $7 * interval '1 microsecond' AND replica_id <> $1),
+		     prev AS (SELECT started_at FROM replica_status WHERE replica_id = $1)
 		INSERT INTO replica_status (replica_id, is_leader, epoch, version, started_at, seen_at, report)
 		VALUES ($1, $2, $3, $4, $5, now(), $6)
 		ON CONFLICT (replica_id) DO UPDATE
 		   SET is_leader = EXCLUDED.is_leader, epoch = EXCLUDED.epoch, version = EXCLUDED.version,
-		       started_at = EXCLUDED.started_at, seen_at = now(), report = EXCLUDED.report`,
-		r.ReplicaID, r.Leading, r.Epoch, r.Version, r.StartedAt, report, micros(replicaRetention))
+		       started_at = EXCLUDED.started_at, seen_at = now(), report = EXCLUDED.report
+		RETURNING (SELECT started_at FROM prev)`,
+		r.ReplicaID, r.Leading, r.Epoch, r.Version, r.StartedAt, report, micros(replicaRetention)).Scan(&prev)
 	if err != nil {
-		return fmt.Errorf("publish replica %q: %w", r.ReplicaID, err)
+		return time.Time{}, fmt.Errorf("publish replica %q: %w", r.ReplicaID, err)
 	}
-	return nil
+	if prev == nil {
+		return time.Time{}, nil
+	}
+	return *prev, nil
 }
 
 // ListReplicas returns every replica row seen within the last `within`,
