@@ -149,10 +149,18 @@ func (h *History) lastClear() time.Time {
 	return t
 }
 
-// requestRoundTrips is how many database round trips an agent request
-// (heartbeat, log batch, completion) costs on the server: its credential
-// check, BEGIN, its statement(s) and COMMIT.
-const requestRoundTrips = 4
+// requestRoundTrips is how many database round trips the request that
+// restores an agent's link costs on the server: a reconnect's register
+// (BEGIN, the insert that finds the name taken, the locked read, the
+// update, COMMIT and the heartbeat statement). An agent whose link drops
+// while the database is that slow cannot register again until the
+// slowdown ends, and any request may drop it: a completion costs as many
+// round trips (credential check, BEGIN, the run and TI locks, the update
+// with its event, COMMIT). Counting a heartbeat's two round trips alone
+// (a link that held) judged such an agent able: the second 1,000-fault
+// run's a1-1, whose completion timed out at 98 ms each way and whose
+// three registers then did too (docs/reliability.md).
+const requestRoundTrips = 6
 
 // slowBeyondTimeout reports whether DatabaseSlow fault f delays an agent
 // request past the agent's request timeout.
