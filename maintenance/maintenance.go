@@ -30,7 +30,8 @@ type Config struct {
 	// Name labels logs, metrics and health reports.
 	Name string
 	// Interval is the time from the end of one pass to the start of the
-	// next when nothing wakes the service early. Required, > 0.
+	// next when nothing wakes the service early (stretched by MaxDuty).
+	// Required, > 0.
 	Interval time.Duration
 	// Timeout bounds one pass (its ctx deadline) and is the liveness
 	// limit: a pass running longer is reported by Stuck. Default: the
@@ -44,6 +45,23 @@ type Config struct {
 	Coalesce time.Duration
 	// InitialDelay postpones the first pass; zero runs it at once.
 	InitialDelay time.Duration
+	// MaxDuty, when in (0, 1), is the largest share of wall time the
+	// service's passes may take: after a pass of d the next starts no
+	// sooner than d × (1/MaxDuty − 1), if that is longer than Interval.
+	// For work whose cost grows with the data and whose result may lag
+	// (a gauge), so that its cost stays a bounded share of a connection
+	// and of the database's CPU. Zero (or ≥ 1) keeps Interval alone.
+	MaxDuty float64
+}
+
+// nextWait is the time from the end of a pass that took took to the
+// start of the next: interval, stretched so that passes take at most
+// maxDuty of the wall time (see Config.MaxDuty).
+func nextWait(interval, took time.Duration, maxDuty float64) time.Duration {
+	if maxDuty <= 0 || maxDuty >= 1 {
+		return interval
+	}
+	return max(interval, time.Duration(float64(took)*(1/maxDuty-1)))
 }
 
 // Service runs a Pass on its Config's schedule. Its methods are safe for
@@ -115,7 +133,9 @@ func (s *Service) Run(ctx context.Context, fatal func(error) bool, log *slog.Log
 				return nil
 			}
 		}
+		began := time.Now()
 		err := s.RunOnce(ctx)
+		took := time.Since(began)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -131,7 +151,7 @@ func (s *Service) Run(ctx context.Context, fatal func(error) bool, log *slog.Log
 			default:
 			}
 		}
-		timer.Reset(s.cfg.Interval)
+		timer.Reset(nextWait(s.cfg.Interval, took, s.cfg.MaxDuty))
 	}
 }
 

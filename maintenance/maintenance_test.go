@@ -173,3 +173,22 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 	s := New(Config{Name: "x", Interval: time.Second}, func(context.Context) error { return nil })
 	assert.Equal(t, 30*time.Second, s.cfg.Timeout, "the default deadline is max(4 × interval, 30 s)")
 }
+
+// MaxDuty stretches the wait after a slow pass so that passes take at
+// most that share of the wall time, and never shortens Interval.
+func TestNextWaitBoundsTheDutyCycle(t *testing.T) {
+	for _, c := range []struct {
+		interval, took time.Duration
+		duty           float64
+		want           time.Duration
+	}{
+		{2 * time.Second, 340 * time.Millisecond, 0, 2 * time.Second},            // no bound
+		{2 * time.Second, 340 * time.Millisecond, 1, 2 * time.Second},            // 1: no bound
+		{2 * time.Second, 50 * time.Millisecond, 0.05, 2 * time.Second},          // cheap: Interval
+		{2 * time.Second, 340 * time.Millisecond, 0.05, 6460 * time.Millisecond}, // 340 ms in 6.8 s: 5%
+		{10 * time.Second, 340 * time.Millisecond, 0.05, 10 * time.Second},       // default sweep interval
+		{time.Second, 3 * time.Second, 0.25, 9 * time.Second},                    // 3 s in 12 s: 25%
+	} {
+		assert.Equal(t, c.want, nextWait(c.interval, c.took, c.duty), "%+v", c)
+	}
+}

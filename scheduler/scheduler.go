@@ -251,7 +251,7 @@ func (s *Scheduler) services(epoch int64, stall *stallDetector) (*maintenance.Gr
 		maintenance.New(maintenance.Config{Name: ServiceSchedules, Interval: s.cfg.Interval},
 			func(ctx context.Context) error { _, err := s.Schedules(ctx, epoch); return err }),
 		maintenance.New(maintenance.Config{Name: ServiceSettings, Interval: s.cfg.SweepInterval}, s.RefreshThresholds),
-		maintenance.New(maintenance.Config{Name: ServiceTICounts, Interval: s.cfg.SweepInterval}, s.CountTaskInstances),
+		maintenance.New(maintenance.Config{Name: ServiceTICounts, Interval: s.cfg.SweepInterval, MaxDuty: TICountsMaxDuty}, s.CountTaskInstances),
 	}
 	for _, name := range reaper.Names() {
 		reap := sub(store.ChanReap)
