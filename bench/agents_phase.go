@@ -61,7 +61,83 @@ func (e *env) heartbeats(ctx context.Context, v *vigilProc, conn *pgx.Conn) erro
 	if err := e.hotRatio(ctx, conn, before, sent); err != nil {
 		return err
 	}
+	if err := e.pacedHeartbeats(ctx, agents, entries); err != nil {
+		return err
+	}
 	return finishHeld(ctx, conn, agents, ids)
+}
+
+// pacedHeartbeats measures the same agents and TIs as real agents load
+// the server: each heartbeats all its TIs once per the heartbeat interval
+// the server gave it at registration, the agents' phases spread evenly
+// over the interval, for three intervals. Back-to-back requests (hammer)
+// measure the most the server ingests, and their latency is queueing by
+// Little's law (in flight / rate); this is the latency at the rate 100k
+// running TIs really offer. It reports the offered and achieved
+// TI-heartbeats/s and p50 and p99 per request.
+func (e *env) pacedHeartbeats(ctx context.Context, agents map[int64]*agent, entries map[int64][]protocol.HeartbeatEntry) error {
+	var interval time.Duration
+	for _, a := range agents {
+		interval = a.interval
+		break
+	}
+	if interval <= 0 {
+		return errors.New("paced heartbeats: the server gave no heartbeat interval")
+	}
+	window := 3 * interval
+	e.progress("paced heartbeats", "interval", interval, "for", window)
+	var (
+		mu    sync.Mutex
+		lat   []time.Duration
+		sent  atomic.Int64
+		first error
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	k := 0
+	for id, a := range agents {
+		offset := time.Duration(k) * interval / time.Duration(len(agents))
+		k++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for at := start.Add(offset); at.Before(start.Add(window)); at = at.Add(interval) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(at)):
+				}
+				t := time.Now()
+				err := a.heartbeat(ctx, entries[id])
+				d := time.Since(t)
+				mu.Lock()
+				if err != nil {
+					first = errors.Join(first, err)
+				} else {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+				sent.Add(int64(len(entries[id])))
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("paced heartbeats: %w", first)
+	}
+	var tis int
+	for _, es := range entries {
+		tis += len(es)
+	}
+	took := time.Since(start)
+	e.out.figure("hb_paced_rate", "heartbeat ingest, paced at the interval", float64(sent.Load())/took.Seconds(), "TI-heartbeats/s",
+		fmt.Sprintf("%d requests; offered %.0f/s: %d TIs every %s", len(lat), float64(tis)/interval.Seconds(), tis, interval))
+	e.out.figure("hb_paced_p50", "heartbeat request p50, paced", msf(percentile(lat, 50)), "ms", "")
+	e.out.figure("hb_paced_p99", "heartbeat request p99, paced", msf(percentile(lat, 99)), "ms", "")
+	return nil
 }
 
 // hammer has every agent send heartbeats of all its entries back to back
