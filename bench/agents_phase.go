@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,13 +85,8 @@ func (e *env) pacedHeartbeats(ctx context.Context, agents map[int64]*agent, entr
 	}
 	window := 3 * interval
 	e.progress("paced heartbeats", "interval", interval, "for", window)
-	var (
-		mu    sync.Mutex
-		lat   []time.Duration
-		sent  atomic.Int64
-		first error
-		wg    sync.WaitGroup
-	)
+	var log requestLog
+	var wg sync.WaitGroup
 	start := time.Now()
 	k := 0
 	for id, a := range agents {
@@ -109,34 +103,25 @@ func (e *env) pacedHeartbeats(ctx context.Context, agents map[int64]*agent, entr
 				}
 				t := time.Now()
 				err := a.heartbeat(ctx, entries[id])
-				d := time.Since(t)
-				mu.Lock()
-				if err != nil {
-					first = errors.Join(first, err)
-				} else {
-					lat = append(lat, d)
-				}
-				mu.Unlock()
-				if err != nil {
+				if !log.record(time.Since(t), len(entries[id]), err) {
 					return
 				}
-				sent.Add(int64(len(entries[id])))
 			}
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return fmt.Errorf("paced heartbeats: %w", first)
+	if log.err != nil {
+		return fmt.Errorf("paced heartbeats: %w", log.err)
 	}
 	var tis int
 	for _, es := range entries {
 		tis += len(es)
 	}
 	took := time.Since(start)
-	e.out.figure("hb_paced_rate", "heartbeat ingest, paced at the interval", float64(sent.Load())/took.Seconds(), "TI-heartbeats/s",
-		fmt.Sprintf("%d requests; offered %.0f/s: %d TIs every %s", len(lat), float64(tis)/interval.Seconds(), tis, interval))
-	e.out.figure("hb_paced_p50", "heartbeat request p50, paced", msf(percentile(lat, 50)), "ms", "")
-	e.out.figure("hb_paced_p99", "heartbeat request p99, paced", msf(percentile(lat, 99)), "ms", "")
+	e.out.figure("hb_paced_rate", "heartbeat ingest, paced at the interval", float64(log.sent)/took.Seconds(), "TI-heartbeats/s",
+		fmt.Sprintf("%d requests; offered %.0f/s: %d TIs every %s", len(log.lat), float64(tis)/interval.Seconds(), tis, interval))
+	e.out.figure("hb_paced_p50", "heartbeat request p50, paced", msf(percentile(log.lat, 50)), "ms", "")
+	e.out.figure("hb_paced_p99", "heartbeat request p99, paced", msf(percentile(log.lat, 99)), "ms", "")
 	return nil
 }
 
@@ -145,13 +130,8 @@ func (e *env) pacedHeartbeats(ctx context.Context, agents map[int64]*agent, entr
 // the requests that completed inside the window, the TI-heartbeats they
 // carried, and how long it ran. Any refused request ends it with an error.
 func hammer(ctx context.Context, agents map[int64]*agent, entries map[int64][]protocol.HeartbeatEntry, d time.Duration) ([]time.Duration, int64, time.Duration, error) {
-	var (
-		mu    sync.Mutex
-		lat   []time.Duration
-		sent  atomic.Int64
-		first error
-		wg    sync.WaitGroup
-	)
+	var log requestLog
+	var wg sync.WaitGroup
 	hctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
@@ -159,30 +139,45 @@ func hammer(ctx context.Context, agents map[int64]*agent, entries map[int64][]pr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine []time.Duration
 			for hctx.Err() == nil {
 				t := time.Now()
 				err := a.heartbeat(hctx, entries[id])
 				if hctx.Err() != nil {
 					break // cut by the window: not counted
 				}
-				if err != nil {
-					mu.Lock()
-					first = errors.Join(first, err)
-					mu.Unlock()
+				if !log.record(time.Since(t), len(entries[id]), err) {
 					cancel()
 					break
 				}
-				mine = append(mine, time.Since(t))
-				sent.Add(int64(len(entries[id])))
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return lat, sent.Load(), time.Since(start), first
+	return log.lat, log.sent, time.Since(start), log.err
+}
+
+// requestLog collects, from concurrent senders, the latencies of the
+// heartbeat requests that succeeded, the TI-heartbeats they carried, and
+// every error.
+type requestLog struct {
+	mu   sync.Mutex
+	lat  []time.Duration
+	sent int64
+	err  error
+}
+
+// record logs one request of tis entries that took d; it reports whether
+// the request succeeded.
+func (l *requestLog) record(d time.Duration, tis int, err error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.err = errors.Join(l.err, err)
+		return false
+	}
+	l.lat = append(l.lat, d)
+	l.sent += int64(tis)
+	return true
 }
 
 // finishHeld ends the heartbeat figure's planted work with SQL (its TIs
