@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -103,11 +104,22 @@ func later(a, b time.Time) time.Time {
 }
 
 // lagSummary gives the percentiles of how far behind plan the faults
-// started (FaultRecord.Lag), for the report.
+// started (FaultRecord.Lag), over all faults and per kind of lane, for
+// the report.
 func lagSummary(fs []FaultRecord) string {
-	lags := make([]time.Duration, 0, len(fs))
+	var all, control, agents, slow []time.Duration
 	for _, f := range fs {
-		lags = append(lags, max(f.Lag, 0))
+		lag := max(f.Lag, 0)
+		all = append(all, lag)
+		switch (Fault{Kind: f.Kind}).lane() {
+		case laneControl:
+			control = append(control, lag)
+		case laneSlow:
+			slow = append(slow, lag)
+		default:
+			agents = append(agents, lag)
+		}
 	}
-	return percentiles(lags)
+	return fmt.Sprintf("all %s; control lane %s; agent lanes %s; slow-database lane %s",
+		percentiles(all), percentiles(control), percentiles(agents), percentiles(slow))
 }
