@@ -181,6 +181,27 @@ func TestSilenceStartsAtTheLastFaultNotItsReconnectBound(t *testing.T) {
 	assert.Equal(t, at(3), h.merged("a1-1")[1].From, "padded, the stop and the kill merge")
 }
 
+// The 1,000-fault run of 2026-11-24 02:45 (seed 1124): agent a0-30 was
+// stopped from 03:05:11.67 to 19.96, heartbeated on resuming and was
+// killed at 20.46; a replica cut from the database at 18.67 (failover
+// bound to 20.67) bridged the stop and the kill, so the checker dated the
+// silence from the stop (after the leader's grace restart at 15.62) and
+// reported the reap at 26.00, 6.04 s after the resumed heartbeat, as
+// 10.4 s late. Silence is dated by the faults that certainly silenced
+// the agent.
+func TestAReplicaFaultDoesNotBridgeAnAgentsOwnFaults(t *testing.T) {
+	h := cleanHistory()
+	h.Faults = append(h.Faults,
+		FaultRecord{Kind: ReplicaDBCut, Target: "r2", Start: at(19), End: at(24), Detail: "blackhole"},
+		FaultRecord{Kind: AgentKill, Target: "a1-1", Start: at(20.5)})
+	h.Events[1].Committed = at(26.5) // 6s after the kill, 23.5s after the stop began
+	assert.Equal(t, at(20.5), h.impairedSince("a1-1", at(26.5)), "a1-1 could heartbeat between its stop and its kill")
+	assert.Empty(t, violationsOf(Check(h), InvSLA))
+	assert.False(t, h.ableThroughout("a1-1", at(19.5), at(20.5)), "invariant 1 still counts the replica's failover bound")
+	h.Events[1].Committed = at(29) // 8.5s after the kill: late
+	assert.NotEmpty(t, violationsOf(Check(h), InvSLA))
+}
+
 func TestSLAStretchesByASlowDatabase(t *testing.T) {
 	h := cleanHistory()
 	h.Events[1].Committed = at(13) // 10s after a1-1 stopped

@@ -38,12 +38,16 @@ func (iv interval) overlaps(from, to time.Time) bool {
 // (the delay both ways) outlasts the request timeout, which the plan's
 // delays (≤ 500 ms) never do.
 func (h *History) impairments(inst string) []interval {
-	return h.impaired(inst, h.Timing.ReconnectBound())
+	return h.impaired(inst, h.Timing.ReconnectBound(), false)
 }
 
 // impaired is impairments with pad in place of the reconnect bound after
-// each fault; pad 0 gives the spans of the faults alone.
-func (h *History) impaired(inst string, pad time.Duration) []interval {
+// each fault; pad 0 gives the spans of the faults alone. With certain,
+// only the faults that kept inst from heartbeating whichever replica it
+// talked to count: a replica's fault impairs just the agents attached to
+// it, which the history does not record, so the failover bound after it
+// is a span in which inst may, not must, have been silent.
+func (h *History) impaired(inst string, pad time.Duration, certain bool) []interval {
 	var out []interval
 	hb := h.Timing.HeartbeatInterval
 	for _, a := range h.Agents {
@@ -72,6 +76,9 @@ func (h *History) impaired(inst string, pad time.Duration) []interval {
 				out = append(out, interval{f.Start, f.End.Add(pad)})
 			}
 		case LeaderKill, LeaderStop, LeaderStopMidTx, AttachedReplicaStop, FollowerRestart, ReplicaDBCut:
+			if certain {
+				continue
+			}
 			end := f.Start.Add(2 * hb)
 			if f.End.Before(end) {
 				end = f.End
@@ -96,11 +103,13 @@ func (h *History) ableThroughout(inst string, from, to time.Time) bool {
 
 // merged returns inst's impairments merged into disjoint spans, oldest
 // first.
-func (h *History) merged(inst string) []interval { return h.mergedPad(inst, h.Timing.ReconnectBound()) }
+func (h *History) merged(inst string) []interval {
+	return h.mergedPad(inst, h.Timing.ReconnectBound(), false)
+}
 
-func (h *History) mergedPad(inst string, pad time.Duration) []interval {
+func (h *History) mergedPad(inst string, pad time.Duration, certain bool) []interval {
 	var out []interval
-	for _, iv := range h.impaired(inst, pad) {
+	for _, iv := range h.impaired(inst, pad, certain) {
 		if n := len(out); n > 0 && (out[n-1].To.IsZero() || !iv.From.After(out[n-1].To)) {
 			if !out[n-1].To.IsZero() && (iv.To.IsZero() || iv.To.After(out[n-1].To)) {
 				out[n-1].To = iv.To
@@ -125,11 +134,14 @@ func (h *History) ableAgain(inst string, t time.Time) time.Time {
 
 // impairedSince returns the start of the latest fault span (without the
 // reconnect bound: the agent may have heartbeated right after it) that
-// kept inst from heartbeating and began at or before t (zero when there
-// was none): the latest moment its silence can have started.
+// certainly kept inst from heartbeating and began at or before t (zero
+// when there was none): the latest moment its silence can have started.
+// A replica fault's failover bound does not count: it may not have
+// touched inst's link, and bridging two of inst's own faults with it
+// would date the silence before a window in which inst heartbeated.
 func (h *History) impairedSince(inst string, t time.Time) time.Time {
 	var since time.Time
-	for _, iv := range h.mergedPad(inst, 0) {
+	for _, iv := range h.mergedPad(inst, 0, true) {
 		if iv.From.After(t) {
 			break
 		}
