@@ -143,10 +143,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// claim long-polls (docs/design.md §4 claim): it claims when a read-only
-// look (store.Claimable) finds work this agent can take and room for it,
-// and otherwise waits, writing nothing, for a queue notification whose tag
-// sets fit the agent's tags (or a 1 s poll) until the request's wait ends.
+// claim long-polls (docs/design.md §4 claim): each round is one claim
+// statement that looks for work this agent can take and room for it and
+// writes only when it takes a TI (store.LookAndClaim); an empty round
+// waits, having written nothing, for a queue notification whose tag sets
+// fit the agent's tags (or a 1 s poll) until the request's wait ends.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	var req protocol.ClaimRequest
 	agentID, ok := agentRequest(w, r, &req)
@@ -215,20 +216,20 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookAndClaim is one round of the claim long-poll within the bulk
-// limit: the read-only look, and the claim when the look found work and
-// room (slots > 0).
+// limit, one statement: with slots > 0 the claim, which reports what it
+// looked at and writes nothing when it takes nothing
+// (store.LookAndClaim); with slots == 0 only the read-only look.
 func (s *Server) lookAndClaim(ctx context.Context, agentID int64, slots int) (store.Claimability, []store.ClaimedTask, error) {
 	release, ok := s.acquireBulk(ctx)
 	if !ok {
 		return store.Claimability{}, nil, ctx.Err()
 	}
 	defer release()
-	c, err := s.cfg.Store.Claimable(ctx, agentID)
-	if err != nil || slots == 0 || !c.Queued || c.Room <= 0 {
+	if slots == 0 {
+		c, err := s.cfg.Store.Claimable(ctx, agentID)
 		return c, nil, err
 	}
-	tasks, err := s.cfg.Store.Claim(ctx, agentID, slots)
-	return c, tasks, err
+	return s.cfg.Store.LookAndClaim(ctx, agentID, slots)
 }
 
 // Claim long-poll pacing: claimPoll is the safety-net look when no

@@ -12,14 +12,29 @@ import (
 // scan), so a claim costs one index seek per distinct array plus the
 // rows it takes, however deep the queue of work it cannot take
 // (docs/design.md §4 claim; adr/0018). It is the head of a WITH RECURSIVE
-// list and defines sets(tags); its last row is NULL.
+// list and defines sets(tags, queued_at, id): each array with the key of
+// its oldest queued TI, the first entry of the array's run in the index
+// that the snapshot sees. Every queued TI of the array the snapshot sees
+// sorts at or after that key, so a claim seeks its candidates from there
+// rather than from the front of the run, past the entries of TIs claimed
+// since the last vacuum (adr/0018, amendment).
 const queuedTagSetsSQL = `
-	sets(tags) AS (
-	  (SELECT required_tags FROM task_instances WHERE state = 'queued' ORDER BY required_tags LIMIT 1)
+	sets(tags, queued_at, id) AS (
+	  (SELECT required_tags, queued_at, id FROM task_instances WHERE state = 'queued'
+	    ORDER BY required_tags, queued_at, id LIMIT 1)
 	  UNION ALL
-	  SELECT (SELECT t.required_tags FROM task_instances t
-	           WHERE t.state = 'queued' AND t.required_tags > s.tags ORDER BY t.required_tags LIMIT 1)
-	    FROM sets s WHERE s.tags IS NOT NULL)`
+	  SELECT n.required_tags, n.queued_at, n.id FROM sets s CROSS JOIN LATERAL (
+	    SELECT t.required_tags, t.queued_at, t.id FROM task_instances t
+	     WHERE t.state = 'queued' AND t.required_tags > s.tags
+	     ORDER BY t.required_tags, t.queued_at, t.id LIMIT 1) n)`
+
+// claimableSQL is Claimable's statement ($1 the agent).
+const claimableSQL = `
+		WITH RECURSIVE ` + queuedTagSetsSQL + `
+		SELECT a.tags,
+		       a.capacity - (SELECT count(*) FROM task_instances WHERE agent_id = a.id AND state = 'running'),
+		       EXISTS (SELECT 1 FROM sets s WHERE s.tags <@ a.tags)
+		  FROM agents a WHERE a.id = $1 AND a.state <> 'deregistered'`
 
 // Claimability is what a claim long-poll reads before it claims: the
 // agent's tags, its free capacity, and whether a queued TI it could take
@@ -38,12 +53,7 @@ type Claimability struct {
 // Errors: ErrNotFound when the agent is unknown or deregistered.
 func (s *Store) Claimable(ctx context.Context, agentID int64) (Claimability, error) {
 	var c Claimability
-	err := s.pool.QueryRow(ctx, `
-		WITH RECURSIVE `+queuedTagSetsSQL+`
-		SELECT a.tags,
-		       a.capacity - (SELECT count(*) FROM task_instances WHERE agent_id = a.id AND state = 'running'),
-		       EXISTS (SELECT 1 FROM sets s WHERE s.tags <@ a.tags)
-		  FROM agents a WHERE a.id = $1 AND a.state <> 'deregistered'`, agentID).Scan(&c.Tags, &c.Room, &c.Queued)
+	err := s.pool.QueryRow(ctx, claimableSQL, agentID).Scan(&c.Tags, &c.Room, &c.Queued)
 	if errNoRows(err) {
 		return c, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
 	}
@@ -70,7 +80,9 @@ func TagsFit(required, tags []string) bool {
 // required tags are a subset of the agent's (required_tags <@ tags), oldest
 // queued first, locked FOR UPDATE SKIP LOCKED so concurrent claims never
 // share a TI. Each moves to running with a fresh attempt_id and try_number+1;
-// claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat.
+// claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat,
+// and a claim that takes a TI also refreshes the agent row as one. A
+// claim that takes nothing writes nothing (docs/design.md §4 claim).
 //
 // The candidates are found by tag set (queuedTagSetsSQL): for each
 // distinct required_tags array the agent can take, its oldest entries are
@@ -78,28 +90,75 @@ func TagsFit(required, tags []string) bool {
 // taken are released at commit. Errors: ErrNotFound when the agent is
 // unknown or deregistered.
 func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedTask, error) {
-	rows, err := s.pool.Query(ctx, `
-		WITH RECURSIVE `+queuedTagSetsSQL+`,
+	_, tasks, err := s.LookAndClaim(ctx, agentID, slots)
+	return tasks, err
+}
+
+// LookAndClaim is Claim that also reports the agent's Claimability as
+// the claim's own statement read it, before it took anything: the claim
+// long-poll's one statement per round, where Claimable then Claim walked
+// the queued tag sets twice (adr/0018, amendment). With nothing to take
+// it writes nothing, like Claimable. Errors: as Claim.
+func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Claimability, []ClaimedTask, error) {
+	var c Claimability
+	rows, err := s.pool.Query(ctx, claimSQL, agentID, slots)
+	if err != nil {
+		return c, nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+	}
+	defer rows.Close()
+	var tasks []ClaimedTask
+	agentOK := false
+	for rows.Next() {
+		t, err := scanClaimed(rows, &c)
+		if err != nil {
+			return c, nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+		}
+		agentOK = true
+		if t != nil {
+			tasks = append(tasks, *t)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return c, nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
+	}
+	if !agentOK {
+		return c, nil, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+	}
+	return c, tasks, nil
+}
+
+// claimSQL is Claim's statement ($1 the agent, $2 the slots asked for).
+// It reads the agent (a) and locks the candidates (cand) before any
+// write; the agent row and the TIs are written only when cand holds a
+// TI, so an empty claim is read-only. fit is materialized so that no plan
+// can lock entries of a tag set the agent cannot take before filtering.
+// Its first row: the agent's tags, room and whether fitting work is
+// queued, then one row per claimed TI (or one with NULLs).
+const claimSQL = `
+		WITH RECURSIVE ` + queuedTagSetsSQL + `,
+		a AS MATERIALIZED (
+		  SELECT a.tags, a.capacity - (SELECT count(*) FROM task_instances
+		                                WHERE agent_id = a.id AND state = 'running') AS room
+		    FROM agents a WHERE a.id = $1 AND a.state <> 'deregistered'),
+		lim AS MATERIALIZED (
+		  SELECT greatest(0, least($2::int, room))::int AS n FROM a),
+		fit AS MATERIALIZED (
+		  SELECT s.* FROM sets s, a WHERE s.tags <@ a.tags),
+		cand AS MATERIALIZED (
+		  SELECT c.id FROM fit s
+		   CROSS JOIN LATERAL (
+		     SELECT t.id, t.queued_at FROM task_instances t
+		      WHERE t.state = 'queued' AND t.required_tags <= s.tags
+		        AND (t.required_tags, t.queued_at, t.id) >= (s.tags, s.queued_at, s.id)
+		      ORDER BY t.required_tags, t.queued_at, t.id
+		      LIMIT (SELECT n FROM lim)
+		      FOR UPDATE OF t SKIP LOCKED) c
+		   ORDER BY c.queued_at, c.id
+		   LIMIT (SELECT n FROM lim)),
 		ag AS (
 		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
 		         oldest_heartbeat_at = coalesce(oldest_heartbeat_at, now())
-		   WHERE id = $1 AND state <> 'deregistered' RETURNING id, tags, capacity),
-		lim AS (
-		  SELECT greatest(0, least($2::int, ag.capacity -
-		         (SELECT count(*) FROM task_instances WHERE agent_id = $1 AND state = 'running')))::int AS n,
-		         ag.tags
-		    FROM ag),
-		cand AS (
-		  SELECT c.id FROM lim, sets s
-		   CROSS JOIN LATERAL (
-		     SELECT t.id, t.queued_at FROM task_instances t
-		      WHERE t.state = 'queued' AND t.required_tags = s.tags
-		      ORDER BY t.queued_at, t.id
-		      LIMIT (SELECT n FROM lim)
-		      FOR UPDATE OF t SKIP LOCKED) c
-		   WHERE s.tags <@ lim.tags
-		   ORDER BY c.queued_at, c.id
-		   LIMIT (SELECT n FROM lim)),
+		   WHERE id = $1 AND state <> 'deregistered' AND EXISTS (SELECT 1 FROM cand)),
 		upd AS (
 		  UPDATE task_instances t
 		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
@@ -111,39 +170,15 @@ func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedT
 		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
 		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_claimed',
 		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
-		SELECT (SELECT count(*) FROM ag), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id, u.try_number,
-		       u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
+		SELECT a.tags, a.room, EXISTS (SELECT 1 FROM fit), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id,
+		       u.try_number, u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
 		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf
-		  FROM (SELECT 1) one LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`, agentID, slots)
-	if err != nil {
-		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
-	}
-	defer rows.Close()
-	var tasks []ClaimedTask
-	agentOK := false
-	for rows.Next() {
-		t, n, err := scanClaimed(rows)
-		if err != nil {
-			return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
-		}
-		agentOK = n > 0
-		if t != nil {
-			tasks = append(tasks, *t)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim for agent %d: %w", agentID, err)
-	}
-	if !agentOK {
-		return nil, fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
-	}
-	return tasks, nil
-}
+		  FROM a LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`
 
-// scanClaimed reads one row of Claim's result: the agent count, and the
-// claimed TI or nil (the row of an empty claim).
-func scanClaimed(rows interface{ Scan(...any) error }) (*ClaimedTask, int, error) {
-	var n int
+// scanClaimed reads one row of claimSQL's result into c (the agent's
+// Claimability) and returns the claimed TI, or nil for the row of an
+// empty claim.
+func scanClaimed(rows interface{ Scan(...any) error }, c *Claimability) (*ClaimedTask, error) {
 	var id *int64
 	var t ClaimedTask
 	var attempt, dagID, taskID *string
@@ -153,12 +188,12 @@ func scanClaimed(rows interface{ Scan(...any) error }) (*ClaimedTask, int, error
 	var execUS *int64
 	var runType *string
 	var conf []byte
-	if err := rows.Scan(&n, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
+	if err := rows.Scan(&c.Tags, &c.Room, &c.Queued, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
 		&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if id == nil {
-		return nil, n, nil
+		return nil, nil
 	}
 	t.TIID, t.AttemptID, t.RunID, t.DAGID, t.TaskID, t.TryNumber = *id, *attempt, *runID, *dagID, *taskID, *try
 	t.ExecutionTimeout = fromMicros(*execUS)
@@ -167,12 +202,12 @@ func scanClaimed(rows interface{ Scan(...any) error }) (*ClaimedTask, int, error
 	}
 	var err error
 	if t.Params, err = confParams(conf); err != nil {
-		return nil, n, fmt.Errorf("run %d: conf: %w", t.RunID, err)
+		return nil, fmt.Errorf("run %d: conf: %w", t.RunID, err)
 	}
 	if len(env) > 0 {
 		if err := json.Unmarshal(env, &t.Env); err != nil {
-			return nil, n, fmt.Errorf("env: %w", err)
+			return nil, fmt.Errorf("env: %w", err)
 		}
 	}
-	return &t, n, nil
+	return &t, nil
 }

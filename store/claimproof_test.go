@@ -105,6 +105,112 @@ func TestClaimReadsBoundedRowsOverADeepBacklog(t *testing.T) {
 	assert.LessOrEqual(t, reads[1]-reads[0], int64(probeSlack), "rows read do not grow with the backlog")
 }
 
+// TestLookAndClaimWalksTheTagSetsOnce: a round of the claim long-poll is
+// one statement that probes ti_queued_tags_idx once per distinct queued
+// tag set and once past the last to list them, then once per set that
+// fits the agent to take its oldest entries: 3 + 1 probes here ({} and
+// {gpu} queued, only {} fits). The look then the claim (Claimable, Claim)
+// made one more, the look's (which stops at the first set that fits, here
+// the first): 1 + 3 + 1. It writes the claimed TIs and the
+// agent row; with fitting work queued but no room left it writes nothing.
+func TestLookAndClaimWalksTheTagSetsOnce(t *testing.T) {
+	t.Parallel()
+	url := storetest.DB(t)
+	ctx := context.Background()
+	agentID, _ := claimSeed(t, url, 2000, 4)
+	obs := newObserver(t, url)
+	probes := func(d map[string]tableStats) int64 { return d["task_instances"].IndexScans["ti_queued_tags_idx"] }
+	var c store.Claimability
+	var got []store.ClaimedTask
+	d := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+		var err error
+		c, got, err = st.LookAndClaim(ctx, agentID, 2)
+		return err
+	})
+	require.Len(t, got, 2)
+	assert.Empty(t, c.Tags)
+	assert.Equal(t, 10, c.Room, "room before the claim")
+	assert.True(t, c.Queued)
+	assert.Equal(t, int64(4), probes(d), "task_instances: %s", d["task_instances"])
+	assert.Equal(t, int64(2), d["task_instances"].Upd)
+	assert.Equal(t, int64(1), d["agents"].Upd)
+
+	split := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+		if _, err := st.Claimable(ctx, agentID); err != nil {
+			return err
+		}
+		_, err := st.Claim(ctx, agentID, 1)
+		return err
+	})
+	assert.Equal(t, int64(5), probes(split), "the look, then the claim: task_instances: %s", split["task_instances"])
+
+	_, err := obs.conn.Exec(ctx, `UPDATE agents SET capacity = 3 WHERE id = $1`, agentID)
+	require.NoError(t, err)
+	full := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+		var err error
+		c, got, err = st.LookAndClaim(ctx, agentID, 2)
+		return err
+	})
+	assert.Empty(t, got)
+	assert.Equal(t, 0, c.Room, "capacity 3, 3 running")
+	assert.True(t, c.Queued, "one fit TI left")
+	for table, s := range full {
+		assert.Zerof(t, s.Ins+s.Upd+s.Del, "%s: rows written by an empty claim: %s", table, s)
+	}
+}
+
+// TestClaimSeeksPastClaimedEntries: the entries of claimed TIs stay in
+// ti_queued_tags_idx, at the front of their tag set's run, until vacuum;
+// an index scan skips them cheaply once it has marked them dead, which it
+// can only do when no snapshot still sees their queued versions. Here an
+// open repeatable-read snapshot keeps 1,000 claimed entries visible to
+// someone, so every scan reads each of them: the claim round reads them
+// once, in the probe that lists the tag sets, and its candidates' scan
+// starts at the oldest live entry that probe found. The look then the
+// claim read them twice.
+func TestClaimSeeksPastClaimedEntries(t *testing.T) {
+	t.Parallel()
+	const claimed = 1000
+	url := storetest.DB(t)
+	ctx := context.Background()
+	agentID, _ := claimSeed(t, url, 10, claimed+4)
+	obs := newObserver(t, url)
+	_, err := obs.conn.Exec(ctx, `BEGIN ISOLATION LEVEL REPEATABLE READ`)
+	require.NoError(t, err)
+	_, err = obs.conn.Exec(ctx, `SELECT count(*) FROM agents`) // takes the snapshot
+	require.NoError(t, err)
+	defer func() { _, _ = obs.conn.Exec(ctx, `ROLLBACK`) }()
+	raw, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	_, err = raw.Exec(ctx, `UPDATE task_instances SET state = 'running', claimed_at = now()
+		WHERE task_id LIKE 'cpu%' AND ordinal <= 10 + $1`, claimed)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close(ctx))
+
+	read := func(d map[string]tableStats) int64 { return d["task_instances"].IndexTupRead["ti_queued_tags_idx"] }
+	var got []store.ClaimedTask
+	d := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+		var err error
+		_, got, err = st.LookAndClaim(ctx, agentID, 2)
+		return err
+	})
+	require.Len(t, got, 2)
+	assert.ElementsMatch(t, []string{"cpu1001", "cpu1002"}, []string{got[0].TaskID, got[1].TaskID})
+	t.Logf("claim round: ti_queued_tags_idx entries read %d", read(d))
+	assert.GreaterOrEqual(t, read(d), int64(claimed), "the probe listing the tag sets still reads the claimed entries")
+	assert.LessOrEqual(t, read(d), int64(claimed+20), "the candidates' scan starts past them")
+
+	split := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+		if _, err := st.Claimable(ctx, agentID); err != nil {
+			return err
+		}
+		_, err := st.Claim(ctx, agentID, 1)
+		return err
+	})
+	t.Logf("look, then claim: ti_queued_tags_idx entries read %d", read(split))
+	assert.GreaterOrEqual(t, read(split), int64(2*claimed), "the look and the claim each list the tag sets")
+}
+
 // TestIdleClaimLongPollWritesNothing: a claim long-poll of an agent that
 // can take none of the queued work writes no row of any table, though it
 // looks again on the 1 s poll and on a queue notification, whether the

@@ -289,6 +289,12 @@ func (o *observer) quiesce(tb testing.TB) {
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// The observer may be inside a transaction (a test holding a
+		// snapshot), where pg_stat_activity stays as first read unless
+		// cleared.
+		if _, err := o.conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+			tb.Fatal(err)
+		}
 		var n int
 		err := o.conn.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity

@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
+)
+
+// Burn-down shape of `make bench`'s synthetic phase at the store: a
+// backlog of no-tag TIs queued behind heldTIs TIs of a tag no agent
+// offers, drained by burnAgents agents of capacity burnCapacity, each
+// round one claim long-poll statement and one batched completion.
+const (
+	burnBacklog  = 40000
+	heldTIs      = 8000
+	burnAgents   = 4
+	burnCapacity = 128
+)
+
+// seedBurnDown returns a fresh database holding the backlog (autovacuum
+// off on task_instances, as a table of a million history rows is not
+// vacuumed within a burn-down) and the agents' ids.
+func seedBurnDown(b *testing.B) (string, []int64) {
+	b.Helper()
+	ctx := context.Background()
+	url := storetest.DB(b)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var runID int64
+	if err := conn.QueryRow(ctx, `
+		WITH d AS (INSERT INTO dags (dag_id, spec, spec_hash, max_active_tasks) VALUES ('burn', '{}', 'seed', 1000000))
+		INSERT INTO runs (dag_id, state, max_active_tasks, start_date) VALUES ('burn', 'running', 1000000, now())
+		RETURNING id`).Scan(&runID); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, required_tags, state, queued_at)
+		 SELECT $1, 'burn', 'held' || g, g, '{true}', '{held}', 'queued', now() - interval '1 hour' + g * interval '1 ms'
+		   FROM generate_series(1, $2::int) g`,
+		`INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, state, queued_at)
+		 SELECT $1, 'burn', 'noop' || g, $2 + g, '{true}', 'queued', now() + g * interval '1 ms'
+		   FROM generate_series(1, $3::int) g`,
+	} {
+		if _, err := conn.Exec(ctx, q, runID, heldTIs, burnBacklog); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, q := range []string{`ALTER TABLE task_instances SET (autovacuum_enabled = false)`, `VACUUM ANALYZE task_instances`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	var agents []int64
+	for i := range burnAgents {
+		reg, err := st.Register(ctx, store.Registration{Name: fmt.Sprintf("burn-%d", i), Tags: []string{"bench"}, Capacity: burnCapacity})
+		if err != nil {
+			b.Fatal(err)
+		}
+		agents = append(agents, reg.AgentID)
+	}
+	return url, agents
+}
+
+// BenchmarkClaimCompleteBurnDown drains burnBacklog TIs per op, the
+// agents taking turns: a claim round for all free slots, then the batch's
+// completion (store.CompleteBatch). A round is one statement
+// (look_and_claim: store.LookAndClaim, what the claim long-poll runs) or
+// the read-only look then the claim (look_then_claim: store.Claimable,
+// then store.Claim when it found work and room). It prints TIs/s and the
+// mean milliseconds of a round and of a completion; both grow with the
+// claimed entries a burn-down leaves in the queue's indexes until vacuum.
+func BenchmarkClaimCompleteBurnDown(b *testing.B) {
+	rounds := map[string]func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error){
+		"look_and_claim": func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error) {
+			_, tasks, err := st.LookAndClaim(ctx, agent, burnCapacity)
+			return tasks, err
+		},
+		"look_then_claim": func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error) {
+			c, err := st.Claimable(ctx, agent)
+			if err != nil || !c.Queued || c.Room <= 0 {
+				return nil, err
+			}
+			return st.Claim(ctx, agent, burnCapacity)
+		},
+	}
+	for _, name := range []string{"look_then_claim", "look_and_claim"} {
+		b.Run(name, func(b *testing.B) { burnDown(b, rounds[name]) })
+	}
+}
+
+func burnDown(b *testing.B, round func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error)) {
+	ctx := context.Background()
+	var claimT, completeT time.Duration
+	claims, completes, done := 0, 0, 0
+	for range b.N {
+		b.StopTimer()
+		url, agents := seedBurnDown(b)
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for left := burnBacklog; left > 0; {
+			took := 0
+			for _, a := range agents {
+				t0 := time.Now()
+				tasks, err := round(ctx, st, a)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				claimT += t1.Sub(t0)
+				claims++
+				if len(tasks) == 0 {
+					continue
+				}
+				if err := completeAll(ctx, st, a, tasks); err != nil {
+					b.Fatal(err)
+				}
+				completeT += time.Since(t1)
+				completes++
+				left -= len(tasks)
+				done += len(tasks)
+				took += len(tasks)
+			}
+			if took == 0 {
+				b.Fatalf("no agent took any of the %d TIs left", left)
+			}
+		}
+		b.StopTimer()
+		st.Close()
+	}
+	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "TIs/s")
+	b.ReportMetric(float64(claimT.Microseconds())/1e3/float64(claims), "round-ms")
+	b.ReportMetric(float64(completeT.Microseconds())/1e3/float64(completes), "complete-ms")
+}
+
+// completeAll reports every task as a success in one batch.
+func completeAll(ctx context.Context, st *store.Store, agentID int64, tasks []store.ClaimedTask) error {
+	zero := 0
+	reqs := make([]store.Completion, len(tasks))
+	for i, t := range tasks {
+		reqs[i] = store.Completion{Attempt: t.Attempt, Outcome: store.OutcomeSuccess, ExitCode: &zero}
+	}
+	for i, r := range st.CompleteBatch(ctx, agentID, reqs) {
+		if r.Err != nil {
+			return fmt.Errorf("completion of TI %d: %w", reqs[i].TIID, r.Err)
+		}
+	}
+	return nil
+}
