@@ -40,10 +40,16 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 	want := int64(len(queued) * wideWidth)
 	label := fmt.Sprintf("lite burn-down (%d agents x %d, `true`)", e.cfg.LiteAgents, e.cfg.LiteCapacity)
 	if _, err := e.waitCount(ctx, want, litePoll,
-		func() (int64, error) { return successes(ctx, conn, queued) }, v.exited); err != nil {
+		func() (int64, error) { return ended(ctx, conn, queued) }, v.exited); err != nil {
 		return err
 	}
 	if err := e.reportBurnDown(ctx, conn, "lite_burn", label, queued, want); err != nil {
+		return err
+	}
+	if err := e.unfinished(ctx, conn, "lite burn-down", queued); err != nil {
+		return err
+	}
+	if err := e.liteStages(ctx, conn, queued); err != nil {
 		return err
 	}
 	e.progress("lite steady", "for", e.cfg.Steady)

@@ -48,9 +48,10 @@ func (e *env) reportBurnDown(ctx context.Context, conn *pgx.Conn, key, label str
 	}
 	note := fmt.Sprintf("%d TIs in %.1fs, first claim to last completion", n, span.Seconds())
 	if n < want {
-		// A cut burn-down's rate is over what finished: no ratio from it.
+		// Cut by -phase-timeout, or some TIs failed: the rate is over
+		// what succeeded, and no ratio comes from it.
 		key = ""
-		note = fmt.Sprintf("CUT at -phase-timeout %s: %d of %d TIs in %.1fs; no ratio", e.cfg.PhaseTimeout, n, want, span.Seconds())
+		note = fmt.Sprintf("CUT: %d of %d TIs succeeded in %.1fs (-phase-timeout %s); no ratio", n, want, span.Seconds(), e.cfg.PhaseTimeout)
 	}
 	tps := 0.0
 	if span > 0 {
