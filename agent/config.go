@@ -63,7 +63,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Ephemeral is reserved: a later version will deregister on exit.
 	Ephemeral bool
-	// HTTPClient sends the requests; nil uses a new http.Client. Requests
+	// HTTPClient sends the requests; nil uses a new http.Client on
+	// NewTransport. Requests
 	// carry their own deadlines (RequestTimeout of the server's heartbeat
 	// interval, at most 15 s, plus ClaimWait for a claim), so it needs no
 	// Timeout; one shorter than ClaimWait would break the long poll.
@@ -135,7 +136,7 @@ func (c Config) normalize() (Config, error) {
 		c.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+		c.HTTPClient = &http.Client{Transport: NewTransport()}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -215,6 +216,24 @@ func (c *Config) applyCounts() error {
 		}
 	}
 	return nil
+}
+
+// IdleConnsPerServer is how many idle connections an agent keeps to each
+// control-plane URL: at least one per kind of request it has in flight at
+// once (the claim long-poll, a heartbeat, a completion batch, a log
+// batch), with room for a replay's. net/http keeps 2 by default, so every
+// other request closed its connection after use and the next one opened
+// a new one: thousands a second under a burn-down, each a TCP (or TLS)
+// handshake and a server goroutine.
+const IdleConnsPerServer = 8
+
+// NewTransport returns a transport with http.DefaultTransport's settings
+// and IdleConnsPerServer idle connections per host, for an agent's
+// HTTPClient; a caller that sets its own TLS configuration starts from it.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = IdleConnsPerServer
+	return t
 }
 
 func fieldErr(field, rule string) error {

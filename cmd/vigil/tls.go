@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/vigil-sched/vigil/agent"
 )
 
 // TLS on the API (docs/configuration.md, "TLS"). `vigil lite` and
@@ -122,7 +124,7 @@ func (o *clientTLSOpts) httpClient(timeout time.Duration) (*http.Client, error) 
 	}
 	c := &http.Client{Timeout: timeout}
 	if cfg != nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr := agent.NewTransport()
 		tr.TLSClientConfig = cfg
 		c.Transport = tr
 	}
