@@ -42,17 +42,17 @@ func seedBurnDown(b *testing.B) (string, []int64) {
 		RETURNING id`).Scan(&runID); err != nil {
 		b.Fatal(err)
 	}
-	for _, q := range []string{
-		`INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, required_tags, state, queued_at)
-		 SELECT $1, 'burn', 'held' || g, g, '{true}', '{held}', 'queued', now() - interval '1 hour' + g * interval '1 ms'
-		   FROM generate_series(1, $2::int) g`,
-		`INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, state, queued_at)
-		 SELECT $1, 'burn', 'noop' || g, $2 + g, '{true}', 'queued', now() + g * interval '1 ms'
-		   FROM generate_series(1, $3::int) g`,
-	} {
-		if _, err := conn.Exec(ctx, q, runID, heldTIs, burnBacklog); err != nil {
-			b.Fatal(err)
-		}
+	if _, err := conn.Exec(ctx, `
+		INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, required_tags, state, queued_at)
+		SELECT $1, 'burn', 'held' || g, g, '{true}', '{held}', 'queued', now() - interval '1 hour' + g * interval '1 ms'
+		  FROM generate_series(1, $2::int) g`, runID, heldTIs); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `
+		INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, state, queued_at)
+		SELECT $1, 'burn', 'noop' || g, $2 + g, '{true}', 'queued', now() + g * interval '1 ms'
+		  FROM generate_series(1, $3::int) g`, runID, heldTIs, burnBacklog); err != nil {
+		b.Fatal(err)
 	}
 	for _, q := range []string{`ALTER TABLE task_instances SET (autovacuum_enabled = false)`, `VACUUM ANALYZE task_instances`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
