@@ -120,13 +120,7 @@ func TestLookAndClaimWalksTheTagSetsOnce(t *testing.T) {
 	agentID, _ := claimSeed(t, url, 2000, 4)
 	obs := newObserver(t, url)
 	probes := func(d map[string]tableStats) int64 { return d["task_instances"].IndexScans["ti_queued_tags_idx"] }
-	var c store.Claimability
-	var got []store.ClaimedTask
-	d := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
-		var err error
-		c, got, err = st.LookAndClaim(ctx, agentID, 2)
-		return err
-	})
+	c, got, d := measureRound(t, obs, url, agentID, 2)
 	require.Len(t, got, 2)
 	assert.Empty(t, c.Tags)
 	assert.Equal(t, 10, c.Room, "room before the claim")
@@ -135,22 +129,12 @@ func TestLookAndClaimWalksTheTagSetsOnce(t *testing.T) {
 	assert.Equal(t, int64(2), d["task_instances"].Upd)
 	assert.Equal(t, int64(1), d["agents"].Upd)
 
-	split := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
-		if _, err := st.Claimable(ctx, agentID); err != nil {
-			return err
-		}
-		_, err := st.Claim(ctx, agentID, 1)
-		return err
-	})
+	split := measureLookThenClaim(t, obs, url, agentID)
 	assert.Equal(t, int64(5), probes(split), "the look, then the claim: task_instances: %s", split["task_instances"])
 
 	_, err := obs.conn.Exec(ctx, `UPDATE agents SET capacity = 3 WHERE id = $1`, agentID)
 	require.NoError(t, err)
-	full := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
-		var err error
-		c, got, err = st.LookAndClaim(ctx, agentID, 2)
-		return err
-	})
+	c, got, full := measureRound(t, obs, url, agentID, 2)
 	assert.Empty(t, got)
 	assert.Equal(t, 0, c.Room, "capacity 3, 3 running")
 	assert.True(t, c.Queued, "one fit TI left")
@@ -188,27 +172,42 @@ func TestClaimSeeksPastClaimedEntries(t *testing.T) {
 	require.NoError(t, raw.Close(ctx))
 
 	read := func(d map[string]tableStats) int64 { return d["task_instances"].IndexTupRead["ti_queued_tags_idx"] }
-	var got []store.ClaimedTask
-	d := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
-		var err error
-		_, got, err = st.LookAndClaim(ctx, agentID, 2)
-		return err
-	})
+	_, got, d := measureRound(t, obs, url, agentID, 2)
 	require.Len(t, got, 2)
 	assert.ElementsMatch(t, []string{"cpu1001", "cpu1002"}, []string{got[0].TaskID, got[1].TaskID})
 	t.Logf("claim round: ti_queued_tags_idx entries read %d", read(d))
 	assert.GreaterOrEqual(t, read(d), int64(claimed), "the probe listing the tag sets still reads the claimed entries")
 	assert.LessOrEqual(t, read(d), int64(claimed+20), "the candidates' scan starts past them")
 
-	split := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+	split := measureLookThenClaim(t, obs, url, agentID)
+	t.Logf("look, then claim: ti_queued_tags_idx entries read %d", read(split))
+	assert.GreaterOrEqual(t, read(split), int64(2*claimed), "the look and the claim each list the tag sets")
+}
+
+// measureRound runs one claim round (store.LookAndClaim) for slots on
+// a Store of its own and returns its result and what it did to each table.
+func measureRound(t *testing.T, obs *observer, url string, agentID int64, slots int) (store.Claimability, []store.ClaimedTask, map[string]tableStats) {
+	var c store.Claimability
+	var got []store.ClaimedTask
+	d := obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
+		var err error
+		c, got, err = st.LookAndClaim(ctx, agentID, slots)
+		return err
+	})
+	return c, got, d
+}
+
+// measureLookThenClaim runs the look (store.Claimable) then a claim of
+// one (store.Claim), the round's earlier two statements, and returns
+// what they did to each table.
+func measureLookThenClaim(t *testing.T, obs *observer, url string, agentID int64) map[string]tableStats {
+	return obs.measure(t, url, func(ctx context.Context, st *store.Store) error {
 		if _, err := st.Claimable(ctx, agentID); err != nil {
 			return err
 		}
 		_, err := st.Claim(ctx, agentID, 1)
 		return err
 	})
-	t.Logf("look, then claim: ti_queued_tags_idx entries read %d", read(split))
-	assert.GreaterOrEqual(t, read(split), int64(2*claimed), "the look and the claim each list the tag sets")
 }
 
 // TestIdleClaimLongPollWritesNothing: a claim long-poll of an agent that
