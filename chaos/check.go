@@ -344,15 +344,31 @@ func checkNoLostSuccess(h *History) Result {
 }
 
 // diedWithIt reports whether ex's agent was killed before it could have
-// reported what ex left behind: it never became able again after ex
-// ended, or was killed within the reconnect bound of becoming able.
+// reported what ex left behind: after ex ended it never had a reconnect
+// bound of uninterrupted ability before its kill (or never became able
+// again). A window cut short by the next impairment does not count: a
+// completion waits for the log flush, so a quarter second of link
+// between the exit and a partition delivers nothing.
 func diedWithIt(h *History, ix index, ex *Execution) bool {
+	a := ix.agentOf[ex.Instance]
+	rb := h.Timing.ReconnectBound()
 	back := h.ableAgain(ex.Instance, ex.End)
 	if back.IsZero() {
 		return true
 	}
-	a := ix.agentOf[ex.Instance]
-	return a.Killed && a.Ended.Before(back.Add(h.Timing.ReconnectBound()))
+	for a.Killed {
+		if a.Ended.Before(back.Add(rb)) {
+			return true
+		}
+		next, cut := h.nextImpairment(ex.Instance, back, back.Add(rb))
+		if !cut {
+			return false
+		}
+		if back = h.ableAgain(ex.Instance, next); back.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // superseded reports whether another attempt of ex's TI started after ex

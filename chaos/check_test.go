@@ -202,6 +202,25 @@ func TestAReplicaFaultDoesNotBridgeAnAgentsOwnFaults(t *testing.T) {
 	assert.NotEmpty(t, violationsOf(Check(h), InvSLA))
 }
 
+// The fourth 1,000-fault run (seed 1124, 2026-11-24 03:46): task quick
+// exited 0 on a3-7 at 03:53:09.55, a quarter second before a black-holed
+// partition (09.81–17.39) that a slow database (237 ms each way, 15.86–
+// 23.79) prolonged; the agent buffered the completion and was killed at
+// 21.38 without reaching the control plane again. The checker took the
+// quarter second as a chance to report and called the success lost.
+func TestASuccessWhoseAgentNeverHadAWindowToReportIsOutOfScope(t *testing.T) {
+	h := cleanHistory()
+	h.Executions[0].End = at(4.75) // A exits 0.25s before its agent is partitioned
+	h.Executions[0].Instance = "a0-1"
+	h.TIs[0].State = "up_for_retry"
+	h.Faults = append(h.Faults,
+		FaultRecord{Kind: AgentPartitionLong, Target: "a0-1", Start: at(5), End: at(11), Detail: "blackhole"})
+	h.Agents[0].Ended, h.Agents[0].Killed = at(12), true // killed within the reconnect bound after the partition
+	assert.Empty(t, violationsOf(Check(h), InvNoLostSuccess), "0.25s of link before the partition is no window to report")
+	h.Faults[len(h.Faults)-1].Start = at(8) // the partition begins 3.25s after the exit: time enough
+	assert.NotEmpty(t, violationsOf(Check(h), InvNoLostSuccess))
+}
+
 func TestSLAStretchesByASlowDatabase(t *testing.T) {
 	h := cleanHistory()
 	h.Events[1].Committed = at(13) // 10s after a1-1 stopped

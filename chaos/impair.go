@@ -180,3 +180,15 @@ func (h *History) slowBeyondTimeout(f FaultRecord) bool {
 	d, err := time.ParseDuration(f.Detail)
 	return err == nil && 2*d*requestRoundTrips >= h.Timing.HeartbeatInterval
 }
+
+// nextImpairment returns the start of the first fault that certainly
+// impaired inst (see impaired) and began within (from, to), if any: the
+// end of an able window.
+func (h *History) nextImpairment(inst string, from, to time.Time) (time.Time, bool) {
+	for _, iv := range h.impaired(inst, 0, true) {
+		if iv.From.After(from) && iv.From.Before(to) {
+			return iv.From, true
+		}
+	}
+	return time.Time{}, false
+}
