@@ -132,6 +132,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Network work outlives ctx: the drain still heartbeats and delivers.
 	netCtx, cancelNet := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelNet()
+	a.log.Info("task supervisor", "path", a.cfg.SupervisorPath, "args", a.cfg.SupervisorArgs)
 	if err := a.connect(ctx, true); err != nil {
 		if ctx.Err() == nil {
 			return err

@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/internal/proctest"
 )
 
 // testAgent is an Agent running against a fake control plane.
@@ -32,7 +31,7 @@ func startAgent(t *testing.T, servers []string, edit func(*Config)) *testAgent {
 	cfg := Config{
 		Servers: servers, Token: fakeToken, Name: "test-agent", Tags: []string{"script"},
 		Capacity: 2, ClaimWait: 200 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
-		DrainTimeout: 3 * time.Second, KillGrace: 500 * time.Millisecond,
+		DrainTimeout: 3 * time.Second, KillGrace: 500 * time.Millisecond, SupervisorPath: supervisorBin,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	if edit != nil {
@@ -71,38 +70,6 @@ func (a *Agent) linkDown() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.st.state != stateUp
-}
-
-// pidFromFile waits for a shell to write a pid into path.
-func pidFromFile(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	require.Eventually(t, func() bool {
-		b, err := os.ReadFile(path)
-		if err != nil || !strings.HasSuffix(string(b), "\n") {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
-	return pid
-}
-
-// processGone reports whether pid no longer runs: kill(pid, 0) fails with
-// ESRCH, or the process is a zombie. The zombie case exists because an
-// orphaned grandchild is reparented to PID 1, and a container's PID 1 may
-// never reap it; a zombie runs no code and holds no resources but its slot.
-func processGone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	// Format: "pid (comm) S ..."; comm may contain spaces, so cut at ')'.
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 func sh(script string) []string { return []string{"sh", "-c", script} }
@@ -213,13 +180,13 @@ func TestExecutionTimeoutKillsProcessGroup(t *testing.T) {
 	task := f.enqueue(300*time.Millisecond, map[string]string{"PIDFILE": pidfile},
 		sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
 
-	grandchild := pidFromFile(t, pidfile)
+	grandchild := proctest.PidFromFile(t, pidfile)
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
 	assert.Nil(t, c.ExitCode)
 	assert.Empty(t, c.Failure, "Vigil's own kill is no signal failure")
 	assert.Contains(t, c.Error, "execution_timeout 300ms exceeded")
-	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond,
+	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond,
 		"the grandchild in the process group must be killed")
 
 	lines := f.lines(task.AttemptID)
@@ -239,10 +206,10 @@ func TestTimeoutDoesNotHangOnGrandchildHoldingStdout(t *testing.T) {
 	// the grace and the pipe wait delay must both bound the wait.
 	task := f.enqueue(200*time.Millisecond, map[string]string{"PIDFILE": pidfile},
 		sh(`sh -c 'trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.05; done' & wait`)...)
-	grandchild := pidFromFile(t, pidfile)
+	grandchild := proctest.PidFromFile(t, pidfile)
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
-	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
 }
 
 func TestLeftoverDescendantsAreKilledAfterSuccess(t *testing.T) {
@@ -253,10 +220,10 @@ func TestLeftoverDescendantsAreKilledAfterSuccess(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	// The leader exits at once; its background child keeps stdout open.
 	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; echo bye`)...)
-	leftover := pidFromFile(t, pidfile)
+	leftover := proctest.PidFromFile(t, pidfile)
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
 	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome, "the outcome is the leader's")
-	assert.Eventually(t, func() bool { return processGone(leftover) }, 3*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, func() bool { return proctest.Gone(leftover) }, 3*time.Second, 20*time.Millisecond)
 	lines := f.lines(task.AttemptID)
 	assert.True(t, containsLine(lines, "stdout", "bye"))
 	var system []string
@@ -278,14 +245,14 @@ func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {
 	a := startAgent(t, []string{srv.URL}, nil)
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
-	grandchild := pidFromFile(t, pidfile)
+	grandchild := proctest.PidFromFile(t, pidfile)
 	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
 
 	f.mu.Lock()
 	f.stop[task.AttemptID] = protocol.StopCancelled
 	f.mu.Unlock()
 
-	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return a.inFlightCount() == 0 }, 3*time.Second, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond) // a completion would have been sent by now
 	f.mu.Lock()
@@ -320,7 +287,7 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 	doomed := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
 	keeper := f.enqueue(0, map[string]string{"GATE": gate},
 		sh(`while [ ! -e "$GATE" ]; do sleep 0.02; done; echo kept`)...)
-	grandchild := pidFromFile(t, pidfile)
+	grandchild := proctest.PidFromFile(t, pidfile)
 	require.Eventually(t, func() bool { return f.isStarted(doomed.AttemptID) && f.isStarted(keeper.AttemptID) },
 		5*time.Second, 10*time.Millisecond)
 
@@ -329,7 +296,7 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 	f.terminate[doomed.AttemptID] = protocol.StopReaped
 	f.mu.Unlock()
 
-	assert.Eventually(t, func() bool { return processGone(grandchild) }, 3*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return len(f.registrations()) >= 2 }, 3*time.Second, 10*time.Millisecond)
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	c := f.waitCompletion(keeper.AttemptID, 5*time.Second)

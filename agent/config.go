@@ -6,9 +6,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vigil-sched/vigil/agent/supervisor"
 )
 
 // Defaults that New applies to zero Config fields.
@@ -91,15 +96,24 @@ type Config struct {
 	// and the others), and nothing else: entries that would match a
 	// VIGIL_* variable (the agent's configuration and tokens) are refused.
 	TaskEnvAllow []string
-	// SupervisorPath is the vigil binary that supervises each task
-	// (`vigil __supervise`, see Supervise): it kills the task's process
-	// group when the agent dies, even by SIGKILL. Default: the running
-	// executable (os.Executable), which is vigil for `vigil agent` and
-	// the in-process agents of `vigil lite`. A program embedding package
-	// agent either sets it to a vigil binary or dispatches
-	// SupervisorCommand to Supervise in its own main, as the agent's
-	// tests do.
+	// SupervisorPath is the program each task runs under (package
+	// agent/supervisor): it kills the task's process group when the agent
+	// dies, even by SIGKILL. It is started as
+	//	<SupervisorPath> <SupervisorArgs...> --parent-pid P --kill-grace D -- <command...>
+	// Default: vigil-supervise (supervisor.ProgramName) in the running
+	// executable's directory when that is an executable regular file;
+	// otherwise the running executable itself (os.Executable) with
+	// SupervisorArgs ["__supervise"], which is vigil for `vigil agent` and
+	// `vigil lite`. vigil-supervise starts in about a tenth of the CPU
+	// time (adr/0026-small-supervisor-program.md). A program embedding
+	// package agent installs vigil-supervise beside itself, sets this
+	// field, or dispatches supervisor.Subcommand to supervisor.Run in its
+	// own main.
 	SupervisorPath string
+	// SupervisorArgs are the arguments placed before the supervisor's own
+	// when SupervisorPath is set: nil for vigil-supervise, ["__supervise"]
+	// for a vigil binary. Setting them without SupervisorPath is an error.
+	SupervisorArgs []string
 }
 
 // normalize validates c and returns a copy with defaults applied.
@@ -123,10 +137,8 @@ func (c Config) normalize() (Config, error) {
 	if c.TaskEnvAllow, err = normalizeTaskEnvAllow(c.TaskEnvAllow); err != nil {
 		return c, err
 	}
-	if c.SupervisorPath == "" {
-		if c.SupervisorPath, err = os.Executable(); err != nil {
-			return c, fieldErr("SupervisorPath", fmt.Sprintf("is empty and the running executable cannot be found: %v", err))
-		}
+	if err = c.applySupervisor(); err != nil {
+		return c, err
 	}
 	if c.Name == "" {
 		host, err := os.Hostname()
@@ -142,6 +154,35 @@ func (c Config) normalize() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
+}
+
+// applySupervisor fills SupervisorPath and SupervisorArgs when
+// SupervisorPath is empty (see Config.SupervisorPath).
+func (c *Config) applySupervisor() error {
+	if c.SupervisorPath != "" {
+		return nil
+	}
+	if c.SupervisorArgs != nil {
+		return fieldErr("SupervisorArgs", fmt.Sprintf("%q must be empty when SupervisorPath is (they are the leading arguments of that program)", c.SupervisorArgs))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fieldErr("SupervisorPath", fmt.Sprintf("is empty and the running executable cannot be found: %v", err))
+	}
+	c.SupervisorPath, c.SupervisorArgs = defaultSupervisor(exe)
+	return nil
+}
+
+// defaultSupervisor is the supervisor for an agent running as exe:
+// supervisor.ProgramName beside exe when it is a regular file (following
+// symlinks) this process may execute, else exe itself with
+// supervisor.Subcommand.
+func defaultSupervisor(exe string) (path string, args []string) {
+	sibling := filepath.Join(filepath.Dir(exe), supervisor.ProgramName)
+	if fi, err := os.Stat(sibling); err == nil && fi.Mode().IsRegular() && unix.Access(sibling, unix.X_OK) == nil {
+		return sibling, nil
+	}
+	return exe, []string{supervisor.Subcommand}
 }
 
 func normalizeServers(in []string) ([]string, error) {

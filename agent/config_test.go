@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/agent/supervisor"
 )
 
 func TestNewAppliesDefaults(t *testing.T) {
@@ -23,6 +27,58 @@ func TestNewAppliesDefaults(t *testing.T) {
 	assert.NotEmpty(t, c.Name)
 	assert.NotNil(t, c.HTTPClient)
 	assert.Equal(t, 15*time.Second, a.interval(), "until the server says otherwise")
+	// The test binary has no vigil-supervise beside it: it stands in for
+	// a lone vigil binary.
+	self, err := os.Executable()
+	require.NoError(t, err)
+	assert.Equal(t, self, c.SupervisorPath)
+	assert.Equal(t, []string{supervisor.Subcommand}, c.SupervisorArgs)
+}
+
+// TestDefaultSupervisorPrefersTheSiblingBinary lays out real files the
+// way an install does: vigil-supervise beside vigil is used when this
+// process may execute it, and vigil's own __supervise otherwise.
+func TestDefaultSupervisorPrefersTheSiblingBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "vigil")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755))
+	sibling := filepath.Join(dir, supervisor.ProgramName)
+	fallback := func() {
+		t.Helper()
+		path, args := defaultSupervisor(exe)
+		assert.Equal(t, exe, path)
+		assert.Equal(t, []string{supervisor.Subcommand}, args)
+	}
+
+	fallback() // absent
+	require.NoError(t, os.Mkdir(sibling, 0o755))
+	fallback() // a directory
+	require.NoError(t, os.Remove(sibling))
+	require.NoError(t, os.WriteFile(sibling, []byte("#!/bin/sh\n"), 0o644))
+	fallback() // not executable (root too: access(2) wants some x bit)
+	require.NoError(t, os.Chmod(sibling, 0o755))
+	path, args := defaultSupervisor(exe)
+	assert.Equal(t, sibling, path, "an executable sibling wins")
+	assert.Nil(t, args)
+
+	// A symlink to an executable counts; a dangling one does not.
+	other := t.TempDir()
+	link := filepath.Join(other, "vigil")
+	require.NoError(t, os.WriteFile(link, nil, 0o755))
+	require.NoError(t, os.Symlink(sibling, filepath.Join(other, supervisor.ProgramName)))
+	path, _ = defaultSupervisor(link)
+	assert.Equal(t, filepath.Join(other, supervisor.ProgramName), path)
+	require.NoError(t, os.Remove(sibling))
+	path, args = defaultSupervisor(link)
+	assert.Equal(t, link, path, "dangling symlink")
+	assert.Equal(t, []string{supervisor.Subcommand}, args)
+
+	// An explicit SupervisorPath wins, with its own leading arguments.
+	a, err := New(Config{Servers: []string{"http://a:1"}, SupervisorPath: "/opt/vigil/bin/vigil", SupervisorArgs: []string{supervisor.Subcommand}})
+	require.NoError(t, err)
+	assert.Equal(t, "/opt/vigil/bin/vigil", a.cfg.SupervisorPath)
+	assert.Equal(t, []string{supervisor.Subcommand}, a.cfg.SupervisorArgs)
 }
 
 func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
@@ -40,6 +96,7 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		"KillGrace":         {Servers: ok, KillGrace: -1},
 		"EventBufferSize":   {Servers: ok, EventBufferSize: -5},
 		"LogBufferSize":     {Servers: ok, LogBufferSize: -5},
+		"SupervisorArgs":    {Servers: ok, SupervisorArgs: []string{"__supervise"}},
 	}
 	for field, cfg := range cases {
 		_, err := New(cfg)

@@ -71,9 +71,9 @@
 //
 // # Process groups and the supervisor
 //
-// Every task runs under a supervisor, `vigil __supervise` (Supervise,
-// Config.SupervisorPath), which starts the command in its own process
-// group and reports its pid and its exact wait status (exit code or
+// Every task runs under a supervisor (package agent/supervisor:
+// vigil-supervise, or `vigil __supervise`; Config.SupervisorPath), which
+// starts the command in its own process group and reports its pid and its exact wait status (exit code or
 // signal), or why it could not start, on a status pipe. Killing a task
 // (execution timeout, a stop order from the control plane, the drain
 // deadline) signals the whole group: SIGTERM, then SIGKILL after

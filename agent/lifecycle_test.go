@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/internal/proctest"
 )
 
 func TestDrainWaitsForRunningTask(t *testing.T) {
@@ -35,7 +36,7 @@ func TestDrainTimeoutKillsProcessGroups(t *testing.T) {
 	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.DrainTimeout = 300 * time.Millisecond })
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; wait`)...)
-	grandchild := pidFromFile(t, pidfile)
+	grandchild := proctest.PidFromFile(t, pidfile)
 
 	err := a.stop()
 	require.ErrorIs(t, err, ErrDrainTimeout)
@@ -51,7 +52,7 @@ func TestDrainTimeoutKillsProcessGroups(t *testing.T) {
 func eventuallyGone(pid int) bool {
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		if processGone(pid) {
+		if proctest.Gone(pid) {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)

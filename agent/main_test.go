@@ -1,19 +1,32 @@
 package agent
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/vigil-sched/vigil/agent/supervisor"
+	"github.com/vigil-sched/vigil/internal/proctest"
 )
 
-// TestMain lets the test binary serve as its own task supervisor. Config's
-// SupervisorPath defaults to os.Executable(), which in these tests is the
-// test binary, not vigil; started as `<test binary> __supervise ...` it
-// runs Supervise, the very code `vigil __supervise` runs, instead of the
-// tests. So every task in these tests runs under the real supervisor; the
-// vigil binary's hidden command itself is covered by the e2e tests.
+// supervisorBin is cmd/vigil-supervise, built by TestMain: every task of
+// these tests runs under it (startAgent), as tasks of an installed vigil
+// do. The `vigil __supervise` form runs the same supervisor.Run; package
+// supervisor's tests and the e2e tests cover it.
+var supervisorBin string
+
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == SupervisorCommand {
-		os.Exit(Supervise(os.Args[2:]))
+	dir, err := os.MkdirTemp("", "vigil-agent-test-*")
+	if err == nil {
+		err = proctest.Build(dir, "./cmd/"+supervisor.ProgramName)
 	}
-	os.Exit(m.Run())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent tests:", err)
+		os.Exit(1)
+	}
+	supervisorBin = filepath.Join(dir, supervisor.ProgramName)
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -1,36 +1,35 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"strconv"
+	"slices"
 	"syscall"
-	"time"
 
+	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// command builds the task's process: the supervisor (Supervise) running
-// the task's command in its own process group (so kills reach every
-// descendant, and the group dies with the agent), with the environment
-// taskEnv builds: the allowed part of the agent's environment, the task's
-// env, then the VIGIL_* identity variables, which the task env cannot
-// override. The supervisor gets its own group too, so a terminal's
-// signals to the agent's group do not reach it. statusW is the write end
-// of the status pipe, the supervisor's descriptor 3: the caller closes it
-// once the process has started, and reads statusR with readSupervisor.
+// command builds the task's process: the supervisor (package
+// agent/supervisor) running the task's command in its own process group
+// (so kills reach every descendant, and the group dies with the agent),
+// with the environment taskEnv builds: the allowed part of the agent's
+// environment, the task's env, then the VIGIL_* identity variables, which
+// the task env cannot override. The supervisor gets its own group too, so
+// a terminal's signals to the agent's group do not reach it. statusW is
+// the write end of the status pipe, the supervisor's descriptor 3: the
+// caller closes it once the process has started, and reads statusR with
+// supervisor.ReadStatus.
 func (a *Agent) command(t protocol.ClaimedTask, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
 	statusR, statusW, err = os.Pipe()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("status pipe for the task supervisor: %w", err)
 	}
-	args := []string{SupervisorCommand, "--parent-pid", strconv.Itoa(os.Getpid()),
-		"--kill-grace", a.cfg.KillGrace.String(), "--"}
-	cmd = exec.Command(a.cfg.SupervisorPath, append(args, t.Command...)...)
+	args := append(slices.Clip(a.cfg.SupervisorArgs), supervisor.Args(os.Getpid(), a.cfg.KillGrace, t.Command)...)
+	cmd = exec.Command(a.cfg.SupervisorPath, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), t)
 	cmd.ExtraFiles = []*os.File{statusW}
@@ -74,35 +73,8 @@ func (a *Agent) kill(att *attempt, cause killCause, reason string) bool {
 	return fresh
 }
 
-// goKillGroup runs killGroup in the background; Run waits for it.
+// goKillGroup runs supervisor.KillGroup in the background; Run waits
+// for it.
 func (a *Agent) goKillGroup(pgid int, log *slog.Logger) {
-	a.bg.Go(func() { killGroup(pgid, a.cfg.KillGrace, log) })
-}
-
-// killGroup sends SIGTERM to the process group pgid, then SIGKILL once
-// grace has passed if any member is left. A group whose members are all
-// zombies still counts as present; SIGKILL is then harmless.
-func killGroup(pgid int, grace time.Duration, log *slog.Logger) {
-	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
-		if !errors.Is(err, syscall.ESRCH) {
-			log.Warn("SIGTERM to process group failed", "pgid", pgid, "err", err)
-		}
-		return
-	}
-	log.Info("sent SIGTERM to process group", "pgid", pgid, "kill_grace", grace)
-	deadline := time.Now().Add(grace)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		time.Sleep(min(left, 50*time.Millisecond))
-		if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
-			log.Info("process group gone", "pgid", pgid)
-			return
-		}
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
-		log.Warn("process group still present after grace; sent SIGKILL", "pgid", pgid, "kill_grace", grace)
-	}
+	a.bg.Go(func() { supervisor.KillGroup(pgid, a.cfg.KillGrace, log) })
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
@@ -135,20 +136,20 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 		_ = statusR.Close()
 		return a.startFailed(ctx, att, fmt.Errorf("task supervisor %s: %w", a.cfg.SupervisorPath, err))
 	}
-	status := readSupervisor(statusR)
+	status := supervisor.ReadStatus(statusR)
 	first, ok := <-status
-	if !ok || first.kind != statusStarted {
+	if !ok || first.Kind != supervisor.KindStarted {
 		waitErr := cmd.Wait()
 		for range status {
 		}
 		stdout.Flush()
 		stderr.Flush()
-		if ok && first.kind == statusStartFailed {
-			return a.startFailed(ctx, att, errors.New(first.text))
+		if ok && first.Kind == supervisor.KindStartFailed {
+			return a.startFailed(ctx, att, errors.New(first.Text))
 		}
 		return a.startFailed(ctx, att, fmt.Errorf("task supervisor exited before it started the task: %v", waitErr))
 	}
-	pgid := first.n
+	pgid := first.N
 	gen := a.markStarted(att, pgid)
 	att.log.Debug("started", "pid", pgid, "supervisor_pid", cmd.Process.Pid)
 	hbDone := make(chan struct{})
@@ -156,14 +157,14 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	waitErr := a.wait(att, cmd, pgid)
 	var end *syscall.WaitStatus // the leader's, as the supervisor saw it
 	for m := range status {     // closed: the supervisor has exited
-		switch m.kind {
-		case statusExited:
-			ws := syscall.WaitStatus(m.n << 8)
+		switch m.Kind {
+		case supervisor.KindExited:
+			ws := syscall.WaitStatus(m.N << 8)
 			end = &ws
-		case statusSignaled:
-			ws := syscall.WaitStatus(m.n & 0x7f)
+		case supervisor.KindSignaled:
+			ws := syscall.WaitStatus(m.N & 0x7f)
 			end = &ws
-		case statusLeftover:
+		case supervisor.KindLeftover:
 			att.mu.Lock()
 			ours := att.killing // Vigil is killing the group: its own line says why
 			att.mu.Unlock()

@@ -23,14 +23,16 @@ import (
 	"github.com/vigil-sched/vigil/store/pgcluster"
 )
 
-// build compiles `vigil` and bench/river into dir and returns their paths.
+// build compiles `vigil`, with vigil-supervise beside it as `make build`
+// installs them (Lite's agents start each task under it), and
+// bench/river into dir and returns the paths of vigil and River's program.
 func build(ctx context.Context, repo, dir string) (vigil, river string, err error) {
 	vigil, river = filepath.Join(dir, "vigil"), filepath.Join(dir, "riverbench")
 	steps := []struct {
 		wd   string
 		args []string
 	}{
-		{repo, []string{"build", "-o", vigil, "./cmd/vigil"}},
+		{repo, []string{"build", "-o", dir + string(filepath.Separator), "./cmd/vigil", "./cmd/vigil-supervise"}},
 		{filepath.Join(repo, "bench", "river"), []string{"build", "-o", river, "."}},
 	}
 	for _, s := range steps {

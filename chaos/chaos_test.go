@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/internal/proctest"
 )
 
 // shortSeed is the fixed seed of the short run; a random one follows it.
@@ -61,15 +62,11 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-60):], "\n")
 }
 
-// buildVigil builds ./cmd/vigil into a temporary directory.
+// buildVigil builds ./cmd/vigil, with ./cmd/vigil-supervise beside it as
+// an install has it, into a temporary directory and returns vigil's path.
 func buildVigil(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "vigil")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/vigil")
-	build.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-	b, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/vigil: %s", b)
-	return bin
+	dir := t.TempDir()
+	require.NoError(t, proctest.Build(dir, proctest.Commands...))
+	return filepath.Join(dir, "vigil")
 }

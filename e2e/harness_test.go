@@ -38,6 +38,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/internal/proctest"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
@@ -84,28 +85,14 @@ func TestMain(m *testing.M) {
 	storetest.Main(m)
 }
 
-// buildBinary builds ./cmd/vigil from the module root into dir/vigil and
+// buildBinary builds ./cmd/vigil and, beside it as an install has it,
+// ./cmd/vigil-supervise (the agents' task supervisor) into dir, and
 // records this process as the directory's owner.
 func buildBinary(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return err
 	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return errors.New("go env GOMOD: not inside a module")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "vigil"), "./cmd/vigil")
-	build.Dir = filepath.Dir(gomod)
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/vigil: %w\n%s", err, out)
-	}
-	return nil
+	return proctest.Build(dir, proctest.Commands...)
 }
 
 // sweepBinDirs removes the binary directories of earlier test binaries
@@ -141,10 +128,16 @@ type proc struct {
 // stragglers; the caller registers its own log printing.
 func startProc(t *testing.T, name, logPath string, args, env []string) *proc {
 	t.Helper()
+	return startProcBin(t, vigilBin, name, logPath, args, env)
+}
+
+// startProcBin is startProc with another copy of the vigil binary, bin.
+func startProcBin(t *testing.T, bin, name, logPath string, args, env []string) *proc {
+	t.Helper()
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	p := &proc{name: name, logPath: logPath, marker: randomHex(8), done: make(chan struct{})}
-	p.cmd = exec.Command(vigilBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Env = append(p.cmd.Env, markerEnv+"="+p.marker)
 	p.marks = []string{markerEnv + "=" + p.marker}
@@ -488,13 +481,19 @@ func (p *proc) killHard(t *testing.T) []int {
 // SIGTERM ends it within stopTimeout.
 func startAgent(t *testing.T, servers []string, token, name string, extra ...string) *proc {
 	t.Helper()
+	return startAgentBin(t, vigilBin, servers, token, name, extra...)
+}
+
+// startAgentBin is startAgent with another copy of the vigil binary, bin.
+func startAgentBin(t *testing.T, bin string, servers []string, token, name string, extra ...string) *proc {
+	t.Helper()
 	args := []string{"agent", "--server", strings.Join(servers, ","), "--token", token, "--name", name,
 		"--log-format", "json", "--claim-wait", "1s", "--drain-timeout", "5s"}
 	args = append(args, extra...)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "agent-"+name+".log")
 	printLogTail(t, "agent "+name, logPath)
-	return startProc(t, "agent "+name, logPath, args, []string{"TMPDIR=" + dir})
+	return startProcBin(t, bin, "agent "+name, logPath, args, []string{"TMPDIR=" + dir})
 }
 
 // agentID waits until the agent has logged its registration and returns

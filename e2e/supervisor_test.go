@@ -2,19 +2,23 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // TestKilledAgentTakesItsTaskTreeWithIt SIGKILLs an agent whose task has
 // started a child, a grandchild and a process that ignores SIGTERM. Each
-// task runs under `vigil __supervise`, which notices its agent's death and
+// task runs under vigil-supervise, installed beside vigil (the task's
+// parent is checked), which notices its agent's death and
 // kills the task's process group: within kill-grace + 1 s of the kill no
 // process of that task is left (the SIGTERM-ignoring one falls to the
 // SIGKILL after the grace). The try is then reaped agent_lost and the
@@ -45,6 +49,7 @@ tasks:
         put stubborn $!
         sh -c 'sleep 300 & echo $! > "$PIDDIR/grandchild.tmp" && mv "$PIDDIR/grandchild.tmp" "$PIDDIR/grandchild"; sleep 300' &
         put child $!
+        put supervisor "$(tr '\0' ' ' < /proc/$PPID/cmdline)"
         put leader $$
         wait
 `, pidDir))
@@ -69,6 +74,10 @@ tasks:
 		require.True(t, pidAlive(tree[name]), "%s (pid %d) runs before the kill", name, tree[name])
 	}
 	t.Logf("try 1 runs on %s with process tree %v", victim.name, tree)
+	small := filepath.Join(filepath.Dir(vigilBin), supervisor.ProgramName)
+	assert.True(t, strings.HasPrefix(readFile(t, filepath.Join(pidDir, "supervisor")), small+" --parent-pid "),
+		"the task runs under %s", small)
+	assert.Equal(t, []any{small, nil}, supervisorLogged(t, victim), "the agent logged the supervisor it uses")
 
 	killedAt := time.Now()
 	victim.kill(t)
@@ -118,4 +127,57 @@ func leftAfter(p *proc, deadline time.Time) []int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestLoneVigilSupervisesTasksItself runs an agent from a copy of vigil
+// with no vigil-supervise beside it: it falls back to its own `vigil
+// __supervise`, says so once at start, and its task runs and succeeds
+// under it with the status the supervisor reported.
+func TestLoneVigilSupervisesTasksItself(t *testing.T) {
+	t.Parallel()
+	lone := filepath.Join(t.TempDir(), "vigil")
+	copyFile(t, vigilBin, lone)
+	dags := t.TempDir()
+	out := filepath.Join(t.TempDir(), "parent")
+	writeDAG(t, dags, "lone", fmt.Sprintf(`
+dag_id: lone
+tasks:
+  - id: parent
+    env:
+      OUT: %q
+    command: [sh, -c, 'tr "\\0" " " < /proc/$PPID/cmdline > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"; exit 0']
+`, out))
+	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0})
+	a := startAgentBin(t, lone, []string{lite.URL}, agentToken, "lone", "--capacity", "1")
+	agentID(t, a, 30*time.Second)
+	assert.Equal(t, []any{lone, []any{supervisor.Subcommand}}, supervisorLogged(t, a))
+
+	run, code := triggerJSON(t, lite, "lone", true)
+	require.Equal(t, 0, code)
+	assert.Equal(t, "success", string(run.State))
+	parent := strings.TrimSpace(readFile(t, out))
+	assert.True(t, strings.HasPrefix(parent, fmt.Sprintf("%s %s --parent-pid %d ", lone, supervisor.Subcommand, a.pid())),
+		"the task's parent is the lone vigil's supervisor, got %q", parent)
+}
+
+// supervisorLogged returns the path and args of the agent's "task
+// supervisor" log record, failing t if it logged none or more than one.
+func supervisorLogged(t *testing.T, a *proc) []any {
+	t.Helper()
+	var got [][]any
+	for _, rec := range jsonLogLines(a.logPath) {
+		if rec["msg"] == "task supervisor" {
+			got = append(got, []any{rec["path"], rec["args"]})
+		}
+	}
+	require.Len(t, got, 1, "%s logs its task supervisor once", a.name)
+	return got[0]
+}
+
+// copyFile copies the executable src to dst.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(dst, b, 0o755))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-sched/vigil/agent"
+	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -26,6 +27,7 @@ func newAgentCmd() *cobra.Command {
 		logBuf    int
 		envAllow  []string
 		killGrace time.Duration
+		superv    string
 	)
 	var tokenFile *secretFile
 	var tlsOpts clientTLSOpts
@@ -55,7 +57,7 @@ func newAgentCmd() *cobra.Command {
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
 				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log, HTTPClient: httpClient,
 				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
-				KillGrace: killGrace,
+				KillGrace: killGrace, SupervisorPath: superv,
 			})
 			if err != nil {
 				return usageError("%v", err)
@@ -78,6 +80,9 @@ func newAgentCmd() *cobra.Command {
 	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
 	f.DurationVar(&killGrace, "kill-grace", agent.DefaultKillGrace,
 		"SIGTERM to SIGKILL delay when a task's process group is killed, also when the agent itself dies")
+	f.StringVar(&superv, "supervisor", "",
+		"task supervisor program, run as PROGRAM --parent-pid ... -- COMMAND (default: "+supervisor.ProgramName+
+			" beside this binary, else this binary's own "+supervisor.Subcommand+")")
 	f.StringSliceVar(&envAllow, "task-env-allow", agent.DefaultTaskEnvAllowList(),
 		"variables of the agent's environment that tasks inherit, comma-separated; NAME* is a prefix; VIGIL_* is refused (docs/task-environment.md)")
 	return cmd

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vigil-sched/vigil/agent"
+	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/client"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
@@ -47,9 +47,10 @@ var version = "dev"
 func main() {
 	// A task's supervisor starts once per task instance: it skips the
 	// command tree (every command, flag and example of the CLI), which
-	// it does not use (newSuperviseCmd).
-	if len(os.Args) > 1 && os.Args[1] == agent.SupervisorCommand {
-		os.Exit(agent.Supervise(os.Args[2:]))
+	// it does not use (newSuperviseCmd). Package initialisation it cannot
+	// skip; vigil-supervise, installed beside vigil, has none to speak of.
+	if len(os.Args) > 1 && os.Args[1] == supervisor.Subcommand {
+		os.Exit(supervisor.Run(os.Args[2:]))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
