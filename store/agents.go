@@ -188,6 +188,13 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []Heartbea
 		            WHERE t.agent_id = $1 AND t.state = 'running'
 		              AND NOT EXISTS (SELECT 1 FROM e WHERE e.ti_id = t.id AND e.attempt_id = t.attempt_id)))
 		   WHERE id = $1 AND state <> 'deregistered' RETURNING id),
+		lk AS (
+		  -- The rows are locked in id order, as a completion batch locks
+		  -- them: an attempt whose completion is in flight is still listed
+		  -- here, and two orders over the same rows deadlock.
+		  SELECT t.id FROM task_instances t JOIN e ON e.ti_id = t.id AND e.attempt_id = t.attempt_id
+		   WHERE t.agent_id = $1 AND t.state = 'running'
+		   ORDER BY t.id FOR NO KEY UPDATE OF t),
 		upd AS (
 		  -- Only unindexed columns change here (timeout_at once, at the
 		  -- start), so heartbeats are heap-only updates.
@@ -196,8 +203,8 @@ func (s *Store) Heartbeat(ctx context.Context, agentID int64, entries []Heartbea
 		         started_at = CASE WHEN e.started THEN coalesce(t.started_at, now()) ELSE t.started_at END,
 		         timeout_at = CASE WHEN e.started AND t.started_at IS NULL THEN now() + t.execution_timeout
 		                           ELSE t.timeout_at END
-		    FROM e, a
-		   WHERE t.id = e.ti_id AND t.attempt_id = e.attempt_id AND t.agent_id = a.id AND t.state = 'running'
+		    FROM lk, e, a
+		   WHERE t.id = lk.id AND t.id = e.ti_id AND t.attempt_id = e.attempt_id AND t.agent_id = a.id AND t.state = 'running'
 		  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id,
 		            e.started AND t.started_at = now() AS just_started),
 		ev AS (
