@@ -9,8 +9,10 @@
 // claim loop long-polls with Slots = free slots. After a process starts
 // (or fails to start) the runner makes sure a heartbeat with Started=true
 // has gone out before the completion, so the server records started_at;
-// concurrent starts share one heartbeat. Before a completion the runner
-// also waits, bounded, for the attempt's output to be shipped. A 409
+// concurrent starts share one heartbeat, which lists only the attempts
+// started since the previous one (the periodic heartbeat lists them
+// all). Before a completion the runner also waits, bounded, for the
+// attempt's output to be shipped. A 409
 // stale_attempt drops the completion (and signals any survivors of the
 // process group); a stop order in a heartbeat or register reply kills the
 // group and suppresses the completion. A 404 not_found means the server

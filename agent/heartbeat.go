@@ -28,9 +28,14 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 }
 
 // heartbeat sends a heartbeat unless one built after start number covers
-// (see markStarted) was already sent; covers 0 always sends. Runners call it
-// after starting a process, so the server records started_at before the
-// completion arrives, and concurrent starts share one request.
+// (see markStarted) was already sent; covers 0 always sends, and lists
+// every attempt (heartbeatEntriesLocked). Runners call it after starting a
+// process, so the server records started_at before the completion
+// arrives, and concurrent starts share one request. That start report
+// lists only the attempts started since the last heartbeat: the periodic
+// one lists them all every interval, and a start report that listed the
+// whole agent rewrote every running TI's row for each start, about 30
+// rows per TI for an agent of 32 slots (docs/performance.md).
 func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
 	a.hbMu.Lock()
 	defer a.hbMu.Unlock()
@@ -38,6 +43,7 @@ func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
 		return
 	}
 	a.mu.Lock()
+	since := a.hbCovered
 	a.hbCovered = a.startGen
 	if a.st.state != stateUp {
 		// Buffered: the heartbeat sent after the replay supersedes it.
@@ -48,7 +54,12 @@ func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
 		return
 	}
 	c := a.connLocked()
-	entries := a.heartbeatEntriesLocked(false)
+	var entries []protocol.HeartbeatEntry
+	if covers == 0 {
+		entries = a.heartbeatEntriesLocked(false)
+	} else {
+		entries = a.startedSinceLocked(since)
+	}
 	a.mu.Unlock()
 	if err := a.postHeartbeat(ctx, c, entries); err != nil && ctx.Err() == nil {
 		a.linkFailed(c, err)
@@ -82,6 +93,18 @@ func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
 			if !listed(pc.req.AttemptID) {
 				out = append(out, protocol.HeartbeatEntry{Attempt: pc.req.Attempt, Started: true})
 			}
+		}
+	}
+	return out
+}
+
+// startedSinceLocked lists the attempts whose process started (or failed
+// to) after start number since, all marked Started.
+func (a *Agent) startedSinceLocked(since uint64) []protocol.HeartbeatEntry {
+	var out []protocol.HeartbeatEntry
+	for _, att := range a.attempts {
+		if att.started && att.startGen > since {
+			out = append(out, protocol.HeartbeatEntry{Attempt: att.task.Attempt, Started: true})
 		}
 	}
 	return out

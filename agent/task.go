@@ -33,8 +33,9 @@ type attempt struct {
 	log  *slog.Logger
 
 	// Guarded by Agent.mu.
-	seq     int64 // last Seq assigned
-	started bool
+	seq      int64 // last Seq assigned
+	started  bool
+	startGen uint64 // Agent.startGen at the start, see heartbeat
 
 	mu         sync.Mutex
 	pgid       int // 0 until started
@@ -205,7 +206,7 @@ func (a *Agent) markStarted(att *attempt, pgid int) uint64 {
 	a.mu.Lock()
 	a.startGen++
 	gen := a.startGen
-	att.started = true
+	att.started, att.startGen = true, gen
 	a.mu.Unlock()
 	att.mu.Lock()
 	att.pgid = pgid
