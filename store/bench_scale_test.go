@@ -258,8 +258,8 @@ func BenchmarkReapStale10k(b *testing.B) {
 // Prunable agents for BenchmarkPruneAgents500: each iteration registers
 // pruneAgents agents silent for 45 days, each named by tisPerPruned
 // historical TIs (of the newest history runs), and PruneAgents deletes
-// them in one batch; ON DELETE SET NULL unlinks their TIs through
-// ti_agent_idx.
+// them in one batch, unlinking their TIs through ti_agent_idx in the same
+// statement.
 const (
 	pruneAgents  = 500
 	tisPerPruned = 10

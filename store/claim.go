@@ -130,7 +130,11 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 // claimSQL is Claim's statement ($1 the agent, $2 the slots asked for).
 // It reads the agent (a) and locks the candidates (cand) before any
 // write; the agent row and the TIs are written only when cand holds a
-// TI, so an empty claim is read-only. fit is materialized so that no plan
+// TI, so an empty claim is read-only. The TIs are written only through
+// the agent row's own update (upd reads ag): agent_id has no foreign key
+// (adr/0027), and a claim whose snapshot still saw an agent that
+// retention deleted meanwhile finds no row to update, so it takes
+// nothing rather than naming a missing agent. fit is materialized so that no plan
 // can lock entries of a tag set the agent cannot take before filtering.
 // Its first row: the agent's tags, room and whether fitting work is
 // queued, then one row per claimed TI (or one with NULLs).
@@ -158,13 +162,14 @@ const claimSQL = `
 		ag AS (
 		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
 		         oldest_heartbeat_at = coalesce(oldest_heartbeat_at, now())
-		   WHERE id = $1 AND state <> 'deregistered' AND EXISTS (SELECT 1 FROM cand)),
+		   WHERE id = $1 AND state <> 'deregistered' AND EXISTS (SELECT 1 FROM cand)
+		  RETURNING id),
 		upd AS (
 		  UPDATE task_instances t
 		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
-		         agent_id = $1, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
+		         agent_id = ag.id, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
 		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
-		    FROM cand WHERE t.id = cand.id AND t.state = 'queued'
+		    FROM cand, ag WHERE t.id = cand.id AND t.state = 'queued'
 		  RETURNING t.*),
 		ev AS (
 		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)

@@ -52,4 +52,5 @@ const (
 	UpstreamFailedSQLForTest = upstreamFailedSQL
 	QueueScheduledSQLForTest = queueScheduledSQL
 	MaxQueuedPayloadForTest  = maxQueuedPayload
+	PruneAgentsSQLForTest    = pruneAgentsSQL
 )
