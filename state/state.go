@@ -148,6 +148,7 @@ var TITransitions = []Transition{
 	{TINone, TIScheduled, ActorScheduler},
 	{TINone, TIUpstreamFailed, ActorScheduler},
 	{TIScheduled, TIQueued, ActorScheduler},
+	{TINone, TIQueued, ActorScheduler}, // ready with a place in its run: scheduled and queued in one write
 	{TIUpForRetry, TIScheduled, ActorScheduler},
 	{TIQueued, TIRunning, ActorAgent},
 	{TIRunning, TISuccess, ActorAgent},

@@ -48,9 +48,8 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 
 // Scheduling statements whose plans store tests inspect. Test builds only.
 const (
-	ScheduleReadySQLForTest  = scheduleReadySQL
 	UpstreamFailedSQLForTest = upstreamFailedSQL
-	QueueScheduledSQLForTest = queueScheduledSQL
+	ScheduleQueueSQLForTest  = scheduleQueueSQL
 	MaxQueuedPayloadForTest  = maxQueuedPayload
 	PruneAgentsSQLForTest    = pruneAgentsSQL
 )

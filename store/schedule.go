@@ -19,9 +19,9 @@ type TickResult struct {
 	Runs           int // dirty (or reconciled) runs looked at
 	Started        int // queued -> running runs
 	UpstreamFailed int // none -> upstream_failed TIs
-	Scheduled      int // none -> scheduled TIs
+	Scheduled      int // none TIs found ready: to scheduled, or straight to queued
 	Retried        int // up_for_retry -> scheduled TIs
-	Queued         int // scheduled -> queued TIs
+	Queued         int // scheduled or ready TIs -> queued
 	Finalized      int // runs ended success or failed
 	Idle           int // runs newly marked idle (orphan suspects)
 	// More reports, for one SchedulePass, that dirty runs were left
@@ -199,8 +199,10 @@ func scheduleRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (TickResult, er
 	}{
 		{&res.Started, startRunsTx},
 		{&res.UpstreamFailed, upstreamFailedTx},
-		{&res.Scheduled, scheduleReadyTx},
-		{&res.Queued, queueScheduledTx},
+		{&res.Queued, func(ctx context.Context, tx pgx.Tx, ids []int64) (queued int, err error) {
+			res.Scheduled, queued, err = scheduleAndQueueTx(ctx, tx, ids)
+			return queued, err
+		}},
 		{&res.Finalized, finalizeRunsTx},
 		{&res.Idle, markIdleTx},
 		{new(int), wakeHeldTx},
@@ -296,71 +298,6 @@ func upstreamFailedTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) 
 		}
 		total += n
 	}
-}
-
-// scheduleReadySQL moves 'none' TIs whose upstreams all succeeded (or were
-// skipped) to scheduled (step 2). Each TI reads only its own upstreams'
-// states, by the (run_id, task_id) key, the state compared outside that
-// lookup so no other index can serve it: a join of a run's TIs with each
-// other costs the square of the run's width (seconds at 1,000 TIs a run).
-const scheduleReadySQL = `
-		UPDATE task_instances ti SET state = 'scheduled', updated_at = now()
-		  FROM runs r
-		 WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
-		   AND NOT EXISTS (SELECT 1 FROM unnest(ti.upstream) AS u(task_id)
-		                    WHERE (SELECT up.state FROM task_instances up WHERE up.run_id = ti.run_id AND up.task_id = u.task_id)
-		                          NOT IN ('success', 'skipped'))`
-
-func scheduleReadyTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
-	return execCount(ctx, tx, scheduleReadySQL, ids)
-}
-
-// queueScheduledSQL moves scheduled TIs to queued in declaration order
-// while each run stays within the max_active_tasks it snapshotted at
-// trigger time (queued + running TIs of that run; see
-// docs/scheduler-resilience.md), stamps queued_at and, in the same
-// statement, wakes the claim long-polls that can take the new work: the
-// ChanQueued payload is QueuedPayload (step 3).
-//
-// Its shape keeps the cost linear in the runs' TIs whatever the plan
-// cache settles on (docs/performance.md, "the queue step"): each run's
-// free places are counted once, by the run_id key, into a materialized
-// list; each run then reads at most that many of its scheduled TIs off
-// ti_scheduled_idx (run_id, ordinal); and the update finds the picked
-// rows by primary key from an array, so no join can be planned as a
-// scan of task_instances. The form it replaced (candidates numbered by
-// row_number() and joined to a grouped count of active TIs) took 868 ms a
-// call in `make bench` on 1,000-TI runs over 1.2M TIs, and scanned
-// task_instances sequentially in TestQueueStepIsLinearInRunWidth.
-const queueScheduledSQL = `
-	WITH room AS MATERIALIZED (
-	  SELECT r.id, r.max_active_tasks - (
-	           SELECT count(*) FROM task_instances a
-	            WHERE a.run_id = r.id AND a.state IN ('queued', 'running')) AS free
-	    FROM runs r WHERE r.id = ANY ($1) AND r.state = 'running'),
-	pick AS MATERIALIZED (
-	  SELECT p.id FROM room
-	   CROSS JOIN LATERAL (
-	     SELECT ti.id FROM task_instances ti
-	      WHERE ti.run_id = room.id AND ti.state = 'scheduled'
-	      ORDER BY ti.ordinal LIMIT room.free) p
-	   WHERE room.free > 0),
-	q AS (
-	  UPDATE task_instances t SET state = 'queued', queued_at = now(), updated_at = now()
-	   WHERE t.id = ANY (ARRAY (SELECT id FROM pick)) AND t.state = 'scheduled'
-	  RETURNING t.required_tags),
-	agg AS (
-	  SELECT count(*) AS n, coalesce(jsonb_agg(DISTINCT to_jsonb(required_tags))::text, '[]') AS sets FROM q)
-	SELECT n, CASE WHEN n > 0 THEN
-	          pg_notify('` + ChanQueued + `', CASE WHEN length(sets) <= $2 THEN sets ELSE '' END)::text END
-	  FROM agg`
-
-// queueScheduledTx runs queueScheduledSQL over the runs in ids and
-// returns the TIs it queued.
-func queueScheduledTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
-	var n int
-	err := tx.QueryRow(ctx, queueScheduledSQL, ids, maxQueuedPayload).Scan(&n, new(*string))
-	return n, err
 }
 
 // maxQueuedPayload bounds a ChanQueued payload, in bytes, below

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -19,7 +20,7 @@ func planWork(n planNode) float64 {
 	return w
 }
 
-// The upstream-failed and schedule steps do work linear in the TIs of
+// The upstream-failed and schedule-and-queue steps do work linear in the TIs of
 // their runs, even right after a mass change the statistics have not seen
 // (as after every trigger): joining a run's TIs with each other took
 // seconds a pass at 1,000 TIs a run (812,000 rows of work here). Each statement runs for real
@@ -47,7 +48,7 @@ func TestSchedulingStepsAreLinearInRunWidth(t *testing.T) {
 		args []any
 	}{
 		{"upstream_failed", store.UpstreamFailedSQLForTest, []any{ids}},
-		{"schedule", store.ScheduleReadySQLForTest, []any{ids}},
+		{"schedule and queue", store.ScheduleQueueSQLForTest, []any{ids, store.MaxQueuedPayloadForTest}},
 	} {
 		var out []byte
 		require.NoError(t, tx.QueryRow(e.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+st.sql, st.args...).Scan(&out), st.name)
@@ -59,9 +60,11 @@ func TestSchedulingStepsAreLinearInRunWidth(t *testing.T) {
 		t.Logf("%s: %.0f rows of work for %d TIs", st.name, work, runs*width)
 		assert.LessOrEqual(t, work, float64(20*runs*width), "%s: work must be linear in the TIs, not their square", st.name)
 	}
-	var scheduled int
-	require.NoError(t, tx.QueryRow(e.ctx, `SELECT count(*) FROM task_instances WHERE run_id = ANY ($1) AND state = 'scheduled'`, ids).Scan(&scheduled))
-	assert.Equal(t, runs*width, scheduled, "every TI without upstreams was scheduled")
+	var scheduled, queued int
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT count(*) FILTER (WHERE state = 'scheduled'), count(*) FILTER (WHERE state = 'queued')
+		FROM task_instances WHERE run_id = ANY ($1)`, ids).Scan(&scheduled, &queued))
+	assert.Equal(t, runs*dag.DefaultMaxActiveTasks, queued, "each run queued up to its max_active_tasks")
+	assert.Equal(t, runs*width-queued, scheduled, "every other TI without upstreams was scheduled")
 }
 
 // The queue step does work linear in the TIs of its runs under either
@@ -96,7 +99,7 @@ func TestQueueStepIsLinearInRunWidth(t *testing.T) {
 		_, err = tx.Exec(e.ctx, `SET LOCAL plan_cache_mode = `+mode)
 		require.NoError(t, err)
 		var out []byte
-		require.NoError(t, tx.QueryRow(e.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.QueueScheduledSQLForTest,
+		require.NoError(t, tx.QueryRow(e.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.ScheduleQueueSQLForTest,
 			ids, store.MaxQueuedPayloadForTest).Scan(&out), mode)
 		var plan []struct {
 			Plan planNode `json:"Plan"`
