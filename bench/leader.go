@@ -138,8 +138,8 @@ func waitNone(ctx context.Context, conn *pgx.Conn, deadline time.Time, every tim
 
 // prune waits for retention's first pass (a minute into the term) to
 // remove the planted inactive agents, then reports the execution time of
-// its DELETE from pg_stat_statements: the statement, its foreign-key
-// SET NULL on their TIs included.
+// its statement from pg_stat_statements: the DELETE and the unlink of
+// their TIs, one statement (adr/0027).
 func (e *env) prune(ctx context.Context, v *vigilProc, conn *pgx.Conn) error {
 	e.progress("prune agents", "agents", e.cfg.PruneAgents)
 	label := fmt.Sprintf("prune %d agents", e.cfg.PruneAgents)

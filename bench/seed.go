@@ -27,7 +27,7 @@ const seedAgents = 40
 const maxCapacity = 1024
 
 // prunableTIs historical TIs name each prunable agent, so pruning one also
-// unlinks them (ON DELETE SET NULL), as in production.
+// unlinks them, as in production.
 const prunableTIs = 10
 
 // Tags keep the work of each figure apart: only the bench's own agents

@@ -117,7 +117,50 @@ func TestQueueStepIsLinearInRunWidth(t *testing.T) {
 		require.NoError(t, tx.Rollback(e.ctx))
 		t.Logf("queue step, %s: %.0f rows of work for %d TIs", mode, work, runs*width)
 		assert.LessOrEqual(t, work, float64(20*runs*width), "%s: work must be linear in the TIs, not their square", mode)
-		assert.Zero(t, seq, "%s: the queue step scans task_instances sequentially", mode)
+		assert.Zero(t, seq, "%s: the queue step scans task_instances sequentially: %s", mode, out)
 		assert.Equal(t, runs*width*7/8, queued, "%s: every scheduled TI is queued beside the queued quarter", mode)
 	}
+}
+
+// A pass over runs with nothing to queue (every TI queued or running, as
+// in a burn-down whose runs were all queued at their first pass and are
+// dirty from completions) does not count their active TIs, nor read the
+// pending TIs of other runs: the schedule and queue statement's work is a
+// few probes a run, not the runs' width.
+func TestQueueStepSkipsRunsWithNothingToQueue(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	const runs, width = 5, 400
+	e.apply(strings.Replace(wideDAG("full400", width), "tasks:", "max_active_tasks: 10000\ntasks:", 1))
+	var ids []int64
+	for range runs {
+		ids = append(ids, e.trigger("full400"))
+	}
+	// A run outside the pass keeps its TIs 'none', as the live runs of any
+	// busy database do: with no pending TI anywhere, PostgreSQL would skip
+	// the statement's work without looking at the runs at all.
+	e.trigger("full400")
+	_, err := e.raw.Exec(e.ctx, `
+		WITH r AS (UPDATE runs SET state = 'running', start_date = now() WHERE id = ANY ($1))
+		UPDATE task_instances SET state = CASE ordinal % 2 WHEN 0 THEN 'queued' ELSE 'running' END, queued_at = now()
+		 WHERE run_id = ANY ($1)`, ids)
+	require.NoError(t, err)
+	// Vacuumed, so that ti_pending_idx no longer holds the entries of the
+	// TIs' 'none' versions: until a vacuum, finding the runs' ready TIs
+	// reads them (and did before the steps were folded).
+	_, err = e.raw.Exec(e.ctx, `VACUUM ANALYZE task_instances`)
+	require.NoError(t, err)
+	tx, err := e.raw.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	var out []byte
+	require.NoError(t, tx.QueryRow(e.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.ScheduleQueueSQLForTest,
+		ids, store.MaxQueuedPayloadForTest).Scan(&out))
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(out, &plan))
+	work := planWork(plan[0].Plan)
+	t.Logf("schedule and queue over %d runs with nothing to queue: %.0f rows of work", runs, work)
+	assert.LessOrEqual(t, work, float64(10*runs), "the runs' %d active TIs were read", runs*width)
 }
