@@ -18,9 +18,10 @@ import (
 // The agent lists an attempt whose completion is in flight in its
 // heartbeats until the completion lands, so both statements lock the
 // same TI rows; the completion batch locks them in id order, and so must
-// the heartbeat. Before it did, a burn-down of Lite at 400 TIs/s hit
-// `deadlock detected` five times in 25 s: the aborted heartbeat made the
-// agent re-register, and a claim in flight then was lost.
+// the heartbeat. Before it did, a Lite burn-down at about 230 TIs/s hit
+// `deadlock detected` five times within 6 s: the aborted heartbeat made
+// the agent re-register, and a claim in flight then was lost
+// (docs/performance.md, "A small supervisor program").
 //
 // Method: the lower TI's row is moved behind the higher one's (two
 // non-HOT updates), so that the heartbeat's scan of ti_agent_idx, which
