@@ -104,15 +104,16 @@ type Config struct {
 	// executable's directory when that is an executable regular file;
 	// otherwise the running executable itself (os.Executable) with
 	// SupervisorArgs ["__supervise"], which is vigil for `vigil agent` and
-	// `vigil lite`. vigil-supervise starts in about a tenth of the CPU
-	// time (adr/0026-small-supervisor-program.md). A program embedding
+	// `vigil lite`. vigil-supervise starts in under a third of the CPU
+	// time, about 4 ms against 14 (adr/0026-small-supervisor-program.md). A program embedding
 	// package agent installs vigil-supervise beside itself, sets this
 	// field, or dispatches supervisor.Subcommand to supervisor.Run in its
 	// own main.
 	SupervisorPath string
-	// SupervisorArgs are the arguments placed before the supervisor's own
-	// when SupervisorPath is set: nil for vigil-supervise, ["__supervise"]
-	// for a vigil binary. Setting them without SupervisorPath is an error.
+	// SupervisorArgs are the arguments placed before the supervisor's own:
+	// nil for vigil-supervise, ["__supervise"] for a vigil binary. The
+	// default fills them with SupervisorPath; setting them without
+	// SupervisorPath is an error naming this field.
 	SupervisorArgs []string
 }
 
