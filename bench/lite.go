@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +54,7 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 	if err := e.liteStages(ctx, conn, queued); err != nil {
 		return err
 	}
+	e.liteSupervisors(filepath.Join(e.dir, "vigil-lite.log"))
 	e.progress("lite steady", "for", e.cfg.Steady)
 	if _, err := e.steady(ctx, v, conn, "lite_steady", fmt.Sprintf("lite steady %s", e.cfg.Steady), backlogFor(e.out.vals["lite_burn"]), litePoll,
 		func(runs []int64) (int64, error) { return successes(ctx, conn, runs) }, v.exited); err != nil {
@@ -61,6 +64,38 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 		return err
 	}
 	return v.stop(30 * time.Second)
+}
+
+// liteSupervisors prints the task supervisor each in-process agent logged
+// at start (agent.Config.SupervisorPath): a Lite figure measured under the
+// fallback, `vigil __supervise`, costs about 10 ms more CPU per TI
+// (docs/performance.md), so the output says which one ran.
+func (e *env) liteSupervisors(logPath string) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		fmt.Fprintf(e.out.w, "# lite task supervisor: %v\n", err)
+		return
+	}
+	defer f.Close()
+	seen := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Msg  string   `json:"msg"`
+			Path string   `json:"path"`
+			Args []string `json:"args"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "task supervisor" {
+			seen[strings.TrimSpace(rec.Path+" "+strings.Join(rec.Args, " "))]++
+		}
+	}
+	if len(seen) == 0 {
+		fmt.Fprintf(e.out.w, "# lite task supervisor: none logged in %s\n", logPath)
+	}
+	for sup, n := range seen {
+		fmt.Fprintf(e.out.w, "# lite task supervisor: %s (%d agents)\n", sup, n)
+	}
 }
 
 // riverResult is one line of bench/river's output.

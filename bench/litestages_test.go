@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,4 +49,24 @@ func TestLiteStages(t *testing.T) {
 	require.Contains(t, out.String(), "# lite burn-down: 4 TIs running")
 	require.Contains(t, out.String(), "# lite burn-down: 2 TIs queued")
 	require.Contains(t, out.String(), "on agent")
+}
+
+// TestLiteSupervisors reads the agents' start-up records from a Lite log
+// as the in-process agents write them, among other lines.
+func TestLiteSupervisors(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "vigil-lite.log")
+	require.NoError(t, os.WriteFile(log, []byte(`not json
+{"level":"INFO","msg":"vigil lite ready"}
+{"level":"INFO","msg":"task supervisor","component":"agent","path":"/b/vigil-supervise","args":null}
+{"level":"INFO","msg":"task supervisor","component":"agent","path":"/b/vigil-supervise","args":null}
+`), 0o644))
+	var out bytes.Buffer
+	e := &env{out: &reporter{w: &out, vals: map[string]float64{}}}
+	e.liteSupervisors(log)
+	require.Equal(t, "# lite task supervisor: /b/vigil-supervise (2 agents)\n", out.String())
+
+	require.NoError(t, os.WriteFile(log, []byte(`{"msg":"task supervisor","path":"/b/vigil","args":["__supervise"]}`+"\n"), 0o644))
+	out.Reset()
+	e.liteSupervisors(log)
+	require.Equal(t, "# lite task supervisor: /b/vigil __supervise (1 agents)\n", out.String())
 }
