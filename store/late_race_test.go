@@ -96,19 +96,24 @@ func (r *lateRace) events(t *testing.T, kind, taskID string) int {
 
 // waitBlocked returns once a session of this test's database waits for a
 // lock: the other side of the interleaving is parked behind the run row.
-func (r *lateRace) waitBlocked(t *testing.T) {
+func (r *lateRace) waitBlocked(t *testing.T) { waitLockWaiters(t, r.ctx, r.raw, 1) }
+
+// waitLockWaiters returns once n sessions of the database raw connects to
+// wait for a lock, and fails t after 20 s: a side of an explicit
+// interleaving is parked.
+func waitLockWaiters(t *testing.T, ctx context.Context, raw *pgxpool.Pool, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		var n int
-		require.NoError(t, r.raw.QueryRow(r.ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
-		if n > 0 {
+		var waiting int
+		require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		if waiting >= n {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Fatal("the second transaction never waited for the run lock")
+	t.Fatalf("fewer than %d sessions ever waited for a lock", n)
 }
 
 func (r *lateRace) completeLate() <-chan error {

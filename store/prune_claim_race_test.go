@@ -52,17 +52,7 @@ func newPruneRace(t *testing.T) *pruneRace {
 
 // waitBlocked returns once n sessions of this test's database wait for a
 // lock.
-func (r *pruneRace) waitBlocked(n int) {
-	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if r.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= n {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	r.t.Fatalf("fewer than %d sessions ever waited for a lock", n)
-}
+func (r *pruneRace) waitBlocked(n int) { waitLockWaiters(r.t, r.ctx, r.raw, n) }
 
 func (r *pruneRace) prune() <-chan int {
 	done := make(chan int, 1)

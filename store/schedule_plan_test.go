@@ -80,18 +80,9 @@ func TestQueueStepIsLinearInRunWidth(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	const runs, width = 5, 400
-	e.apply(strings.Replace(wideDAG("q400", width), "tasks:", "max_active_tasks: 10000\ntasks:", 1))
-	var ids []int64
-	for range runs {
-		ids = append(ids, e.trigger("q400"))
-	}
-	_, err := e.raw.Exec(e.ctx, `
-		WITH r AS (UPDATE runs SET state = 'running', start_date = now() WHERE id = ANY ($1))
-		UPDATE task_instances SET state = CASE ordinal % 8 WHEN 0 THEN 'queued' WHEN 1 THEN 'running' ELSE 'scheduled' END,
-		       queued_at = CASE WHEN ordinal % 8 < 2 THEN now() END
-		 WHERE run_id = ANY ($1)`, ids)
-	require.NoError(t, err)
-	_, err = e.raw.Exec(e.ctx, `ANALYZE`)
+	ids := e.runningWide("q400", runs, width, `state = CASE ordinal % 8 WHEN 0 THEN 'queued' WHEN 1 THEN 'running' ELSE 'scheduled' END,
+		queued_at = CASE WHEN ordinal % 8 < 2 THEN now() END`)
+	_, err := e.raw.Exec(e.ctx, `ANALYZE`)
 	require.NoError(t, err)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		tx, err := e.raw.Begin(e.ctx)
@@ -131,24 +122,15 @@ func TestQueueStepSkipsRunsWithNothingToQueue(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	const runs, width = 5, 400
-	e.apply(strings.Replace(wideDAG("full400", width), "tasks:", "max_active_tasks: 10000\ntasks:", 1))
-	var ids []int64
-	for range runs {
-		ids = append(ids, e.trigger("full400"))
-	}
+	ids := e.runningWide("full400", runs, width, `state = CASE ordinal % 2 WHEN 0 THEN 'queued' ELSE 'running' END, queued_at = now()`)
 	// A run outside the pass keeps its TIs 'none', as the live runs of any
 	// busy database do: with no pending TI anywhere, PostgreSQL would skip
 	// the statement's work without looking at the runs at all.
 	e.trigger("full400")
-	_, err := e.raw.Exec(e.ctx, `
-		WITH r AS (UPDATE runs SET state = 'running', start_date = now() WHERE id = ANY ($1))
-		UPDATE task_instances SET state = CASE ordinal % 2 WHEN 0 THEN 'queued' ELSE 'running' END, queued_at = now()
-		 WHERE run_id = ANY ($1)`, ids)
-	require.NoError(t, err)
 	// Vacuumed, so that ti_pending_idx no longer holds the entries of the
 	// TIs' 'none' versions: until a vacuum, finding the runs' ready TIs
 	// reads them (and did before the steps were folded).
-	_, err = e.raw.Exec(e.ctx, `VACUUM ANALYZE task_instances`)
+	_, err := e.raw.Exec(e.ctx, `VACUUM ANALYZE task_instances`)
 	require.NoError(t, err)
 	tx, err := e.raw.Begin(e.ctx)
 	require.NoError(t, err)
@@ -163,4 +145,21 @@ func TestQueueStepSkipsRunsWithNothingToQueue(t *testing.T) {
 	work := planWork(plan[0].Plan)
 	t.Logf("schedule and queue over %d runs with nothing to queue: %.0f rows of work", runs, work)
 	assert.LessOrEqual(t, work, float64(10*runs), "the runs' %d active TIs were read", runs*width)
+}
+
+// runningWide applies a DAG of width independent tasks with
+// max_active_tasks 10000, triggers runs of it, starts them and sets
+// their TIs' columns with set (an UPDATE's SET list), as a burn-down
+// leaves them; it returns the runs.
+func (e *schedEnv) runningWide(dagID string, runs, width int, set string) []int64 {
+	e.apply(strings.Replace(wideDAG(dagID, width), "tasks:", "max_active_tasks: 10000\ntasks:", 1))
+	var ids []int64
+	for range runs {
+		ids = append(ids, e.trigger(dagID))
+	}
+	_, err := e.raw.Exec(e.ctx, `
+		WITH r AS (UPDATE runs SET state = 'running', start_date = now() WHERE id = ANY ($1))
+		UPDATE task_instances SET `+set+` WHERE run_id = ANY ($1)`, ids)
+	require.NoError(e.t, err)
+	return ids
 }

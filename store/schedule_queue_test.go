@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -48,17 +49,13 @@ func TestAReadyTIIsWrittenOnce(t *testing.T) {
 	assert.Equal(t, 2, e.tiCount(capped, "queued"))
 	assert.Equal(t, 3, e.tiCount(capped, "scheduled"))
 
-	e.apply(fiveWideRoomy)
+	e.apply(strings.NewReplacer("dag_id: wide", "dag_id: wide16", "max_active_tasks: 2", "max_active_tasks: 16").Replace(fiveWide))
 	roomy := e.trigger("wide16")
 	res, n = tiUpdates(t, e, roomy)
 	assert.Equal(t, 5, res.Queued)
 	assert.Equal(t, 5, n, "each TI is written once")
 	assert.Equal(t, 5, e.tiCount(roomy, "queued"))
 }
-
-const fiveWideRoomy = "dag_id: wide16\ntasks:\n" +
-	"  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n  - id: c\n    command: [\"true\"]\n" +
-	"  - id: d\n    command: [\"true\"]\n  - id: e\n    command: [\"true\"]\n"
 
 // The TIs queued are the first max_active_tasks − active by declaration
 // order among the scheduled and the newly ready ones, as when the ready
