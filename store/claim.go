@@ -134,8 +134,9 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 // the agent row's own update (upd reads ag): agent_id has no foreign key
 // (adr/0027), and a claim whose snapshot still saw an agent that
 // retention deleted meanwhile finds no row to update, so it takes
-// nothing rather than naming a missing agent. fit is materialized so that no plan
-// can lock entries of a tag set the agent cannot take before filtering.
+// nothing rather than naming a missing agent. fit is materialized so
+// that no plan can lock entries of a tag set the agent cannot take
+// before filtering.
 // Its first row: the agent's tags, room and whether fitting work is
 // queued, then one row per claimed TI (or one with NULLs).
 const claimSQL = `
