@@ -25,8 +25,11 @@ const completeSuccessSQL = `
 	WITH c AS (
 	  SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::int[]) AS c(ti_id, attempt_id, exit_code)),
 	lk AS (
-	  SELECT t.id FROM task_instances t JOIN c ON c.ti_id = t.id AND c.attempt_id = t.attempt_id
-	   WHERE t.state = 'running' AND t.agent_id = $1
+	  -- By primary key from the batch, not by the agent's TIs joined with
+	  -- it: the planner may expect one running TI per agent and loop over
+	  -- the batch for each (see heartbeatSQL).
+	  SELECT t.id FROM task_instances t
+	   WHERE t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
 	   ORDER BY t.id FOR NO KEY UPDATE OF t),
 	upd AS (
 	  UPDATE task_instances t

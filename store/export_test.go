@@ -48,8 +48,10 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 
 // Scheduling statements whose plans store tests inspect. Test builds only.
 const (
-	UpstreamFailedSQLForTest = upstreamFailedSQL
-	ScheduleQueueSQLForTest  = scheduleQueueSQL
-	MaxQueuedPayloadForTest  = maxQueuedPayload
-	PruneAgentsSQLForTest    = pruneAgentsSQL
+	UpstreamFailedSQLForTest  = upstreamFailedSQL
+	ScheduleQueueSQLForTest   = scheduleQueueSQL
+	MaxQueuedPayloadForTest   = maxQueuedPayload
+	PruneAgentsSQLForTest     = pruneAgentsSQL
+	HeartbeatSQLForTest       = heartbeatSQL
+	HeartbeatOldestSQLForTest = heartbeatOldestSQL
 )
