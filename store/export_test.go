@@ -48,10 +48,12 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 
 // Scheduling statements whose plans store tests inspect. Test builds only.
 const (
-	UpstreamFailedSQLForTest  = upstreamFailedSQL
-	ScheduleQueueSQLForTest   = scheduleQueueSQL
-	MaxQueuedPayloadForTest   = maxQueuedPayload
-	PruneAgentsSQLForTest     = pruneAgentsSQL
-	HeartbeatSQLForTest       = heartbeatSQL
-	HeartbeatOldestSQLForTest = heartbeatOldestSQL
+	UpstreamFailedSQLForTest   = upstreamFailedSQL
+	ScheduleQueueSQLForTest    = scheduleQueueSQL
+	MaxQueuedPayloadForTest    = maxQueuedPayload
+	PruneAgentsSQLForTest      = pruneAgentsSQL
+	HeartbeatLockSQLForTest    = heartbeatLockSQL
+	HeartbeatRefreshSQLForTest = heartbeatRefreshSQL
+	HeartbeatStartSQLForTest   = heartbeatStartSQL
+	HeartbeatOldestSQLForTest  = heartbeatOldestSQL
 )

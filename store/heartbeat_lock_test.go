@@ -24,8 +24,8 @@ import (
 // (docs/performance.md, "A small supervisor program").
 //
 // Method: the lower TI's row is moved behind the higher one's (two
-// non-HOT updates), so that the heartbeat's scan of ti_agent_idx, which
-// returns equal keys in heap order, meets the higher TI first. Another
+// non-HOT updates), so that any scan that returns rows in heap order (as
+// ti_agent_idx returns equal keys) meets the higher TI first. Another
 // transaction holds the lower TI's row lock; the heartbeat must queue on
 // it without having locked the higher TI, which a third transaction then
 // locks NOWAIT. The waits are observed in pg_stat_activity, not timed.
@@ -66,7 +66,7 @@ func TestHeartbeatLocksTIsInIDOrder(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%unnest($2::bigint[], $3::uuid[], $4::bool[])%'`) == 1
+			WHERE wait_event_type = 'Lock' AND query LIKE '%started_at IS NOT NULL FROM task_instances%'`) == 1
 	}, 10*time.Second, 5*time.Millisecond, "the heartbeat queues on the lower TI's lock")
 
 	probe, err := e.raw.Begin(ctx)

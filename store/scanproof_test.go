@@ -491,7 +491,23 @@ func TestHOTHeartbeats(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, stops)
 	}
+	// Other runs' TIs, so that the table is not the few pages whose
+	// sequential scan the planner rightly prefers to any index; the
+	// heartbeats must still find their rows by key.
+	spec, err = dag.Parse([]byte(storetest.WideDAGYAML("hot-pad", 50)))
+	require.NoError(t, err)
+	_, err = st.ApplyDAG(ctx, spec)
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		_, err = st.TriggerRun(ctx, "hot-pad")
+		require.NoError(t, err)
+	}
 	st.Close()
+	conn, err = pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `ANALYZE task_instances`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
 
 	obs := newObserver(t, url)
 	batch := func(ctx context.Context, st *store.Store) error {
