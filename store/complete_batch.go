@@ -19,25 +19,30 @@ type CompletionResult struct {
 // UPDATE ($1 agent; $2, $3, $4 the TI ids, attempt ids and exit codes,
 // parallel arrays), the events, the runs' run_dirty marks and the
 // scheduler's wake-up. It returns the TI ids it applied. A row is locked
-// in id order first, so two batches (or a batch and a reaper) over the
-// same TIs queue rather than deadlock.
+// in id order first, so two batches (or a batch and a reaper, or a
+// heartbeat) over the same TIs queue rather than deadlock.
+//
+// Rows are found by primary key from $2 and each row's attempt and exit
+// code by its position in the arrays, never by joining the batch with the
+// agent's TIs: after a mass claim the planner expects one running TI per
+// agent, and a join of that shape is what it ran as a loop over the
+// listed attempts per TI in the heartbeat (store/heartbeat.go). This form
+// is linear under any plan (TestCompletionBatchWorkIsLinear).
+// The lock step runs whole before the update reads a row: the update's
+// one-time filter counts it.
 const completeSuccessSQL = `
-	WITH c AS (
-	  SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::int[]) AS c(ti_id, attempt_id, exit_code)),
-	lk AS (
-	  -- By primary key from the batch, not by the agent's TIs joined with
-	  -- it: the planner may expect one running TI per agent and loop over
-	  -- the batch for each (see heartbeatSQL).
+	WITH lk AS (
 	  SELECT t.id FROM task_instances t
 	   WHERE t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
 	   ORDER BY t.id FOR NO KEY UPDATE OF t),
 	upd AS (
 	  UPDATE task_instances t
 	     SET state = 'success', reason = NULL, message = format('try %s succeeded', t.try_number),
-	         exit_code = c.exit_code, end_date = now(), next_retry_at = NULL, updated_at = now()
-	    FROM lk, c
-	   WHERE t.id = lk.id AND c.ti_id = t.id AND c.attempt_id = t.attempt_id
-	     AND t.state = 'running' AND t.agent_id = $1
+	         exit_code = ($4::int[])[array_position($2::bigint[], t.id)],
+	         end_date = now(), next_retry_at = NULL, updated_at = now()
+	   WHERE (SELECT count(*) FROM lk) >= 0
+	     AND t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
+	     AND t.attempt_id = ($3::uuid[])[array_position($2::bigint[], t.id)]
 	  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.message),
 	ev AS (
 	  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)

@@ -56,4 +56,5 @@ const (
 	HeartbeatRefreshSQLForTest = heartbeatRefreshSQL
 	HeartbeatStartSQLForTest   = heartbeatStartSQL
 	HeartbeatOldestSQLForTest  = heartbeatOldestSQL
+	CompleteSuccessSQLForTest  = completeSuccessSQL
 )

@@ -69,6 +69,53 @@ func TestHeartbeatWorkIsLinearInItsAttempts(t *testing.T) {
 	}
 }
 
+// A batch of completions does work linear in its size under the same
+// statistics. The batched success statement used to join the batch with
+// the agent's TIs, the shape the planner ran as a loop per TI in the
+// heartbeat; under this test's plans that join happened to be hashed
+// (16,991 rows of work against 9,999 now), so this guards the property
+// rather than replaying a failure.
+func TestCompletionBatchWorkIsLinear(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	const n = 1000
+	e.apply(storetest.WideDAGYAML("cb1000", n))
+	e.trigger("cb1000")
+	agent, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "cb", Capacity: n})
+	require.NoError(t, err)
+	_, err = e.raw.Exec(e.ctx, `ANALYZE`) // statistics from before the claims
+	require.NoError(t, err)
+	e.tick()
+	tasks, err := e.st.Claim(e.ctx, agent, n)
+	require.NoError(t, err)
+	require.Len(t, tasks, n)
+	// The batch holds n-1 successes in descending id order; the last has
+	// a stale attempt id and must be left alone.
+	var ids []int64
+	var attempts []string
+	var codes []int
+	for i := n - 1; i >= 0; i-- {
+		ids, attempts, codes = append(ids, tasks[i].TIID), append(attempts, tasks[i].AttemptID), append(codes, int(tasks[i].TIID%3))
+	}
+	attempts[0] = "00000000-0000-0000-0000-000000000000"
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		tx, err := e.raw.Begin(e.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(e.ctx, `SET LOCAL plan_cache_mode = `+mode)
+		require.NoError(t, err)
+		work := explainWork(t, tx, mode, store.CompleteSuccessSQLForTest, agent, ids, attempts, codes)
+		var succeeded, codesRight int
+		require.NoError(t, tx.QueryRow(e.ctx, `
+			SELECT count(*), count(*) FILTER (WHERE exit_code = id % 3)
+			  FROM task_instances WHERE agent_id = $1 AND state = 'success'`, agent).Scan(&succeeded, &codesRight))
+		require.NoError(t, tx.Rollback(e.ctx))
+		t.Logf("completion batch of %d, %s: %.0f rows of work", n, mode, work)
+		assert.LessOrEqual(t, work, float64(20*n), "%s: work must be linear in the batch, not its square", mode)
+		assert.Equal(t, n-1, succeeded, "%s: every current attempt succeeds, the stale one does not", mode)
+		assert.Equal(t, n-1, codesRight, "%s: each TI gets its own exit code", mode)
+	}
+}
+
 // explainWork runs sql under EXPLAIN (ANALYZE, FORMAT JSON) in tx and
 // returns its rows of work (planWork).
 func explainWork(t *testing.T, tx pgx.Tx, mode, sql string, args ...any) float64 {
