@@ -132,8 +132,15 @@ func TestLookAndClaimWalksTheTagSetsOnce(t *testing.T) {
 	split := measureLookThenClaim(t, obs, url, agentID)
 	assert.Equal(t, int64(5), probes(split), "the look, then the claim: task_instances: %s", split["task_instances"])
 
-	_, err := obs.conn.Exec(ctx, `UPDATE agents SET capacity = 3 WHERE id = $1`, agentID)
+	// On a connection of its own, closed before the measurement: the
+	// observer's own backend flushes its counters when it likes (at most
+	// once a second), so an update made on it could land inside the
+	// measured window, while quiesce waits for other backends to exit.
+	set, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
+	_, err = set.Exec(ctx, `UPDATE agents SET capacity = 3 WHERE id = $1`, agentID)
+	require.NoError(t, err)
+	require.NoError(t, set.Close(ctx))
 	c, got, full := measureRound(t, obs, url, agentID, 2)
 	assert.Empty(t, got)
 	assert.Equal(t, 0, c.Room, "capacity 3, 3 running")
