@@ -26,16 +26,7 @@ func TestHeartbeatWorkIsLinearInItsAttempts(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	const n = 1000
-	e.apply(storetest.WideDAGYAML("hb1000", n))
-	e.trigger("hb1000")
-	agent, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "hb", Capacity: n})
-	require.NoError(t, err)
-	_, err = e.raw.Exec(e.ctx, `ANALYZE`) // statistics from before the claims
-	require.NoError(t, err)
-	e.tick()
-	tasks, err := e.st.Claim(e.ctx, agent, n)
-	require.NoError(t, err)
-	require.Len(t, tasks, n)
+	agent, tasks := claimedAfterStaleStatistics(e, "hb", n)
 	// The last attempt is left out, as an agent leaves out one whose
 	// claim reply it lost: its stamp must stay the claim's. Half the rest
 	// report their start.
@@ -79,16 +70,7 @@ func TestCompletionBatchWorkIsLinear(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	const n = 1000
-	e.apply(storetest.WideDAGYAML("cb1000", n))
-	e.trigger("cb1000")
-	agent, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "cb", Capacity: n})
-	require.NoError(t, err)
-	_, err = e.raw.Exec(e.ctx, `ANALYZE`) // statistics from before the claims
-	require.NoError(t, err)
-	e.tick()
-	tasks, err := e.st.Claim(e.ctx, agent, n)
-	require.NoError(t, err)
-	require.Len(t, tasks, n)
+	agent, tasks := claimedAfterStaleStatistics(e, "cb", n)
 	// The batch holds n-1 successes in descending id order; the last has
 	// a stale attempt id and must be left alone.
 	var ids []int64
@@ -114,6 +96,24 @@ func TestCompletionBatchWorkIsLinear(t *testing.T) {
 		assert.Equal(t, n-1, succeeded, "%s: every current attempt succeeds, the stale one does not", mode)
 		assert.Equal(t, n-1, codesRight, "%s: each TI gets its own exit code", mode)
 	}
+}
+
+// claimedAfterStaleStatistics has one agent named name claim all n TIs of
+// a run of a wide DAG, with the planner's statistics taken before the
+// claims: they say no TI runs on any agent.
+func claimedAfterStaleStatistics(e *schedEnv, name string, n int) (int64, []store.ClaimedTask) {
+	t := e.t
+	e.apply(storetest.WideDAGYAML(name+"-wide", n))
+	e.trigger(name + "-wide")
+	agent, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: name, Capacity: n})
+	require.NoError(t, err)
+	_, err = e.raw.Exec(e.ctx, `ANALYZE`)
+	require.NoError(t, err)
+	e.tick()
+	tasks, err := e.st.Claim(e.ctx, agent, n)
+	require.NoError(t, err)
+	require.Len(t, tasks, n)
+	return agent, tasks
 }
 
 // explainWork runs sql under EXPLAIN (ANALYZE, FORMAT JSON) in tx and
