@@ -82,7 +82,7 @@ func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 }
 
 // BenchmarkBatchedHeartbeat measures one agent heartbeat carrying 100
-// running attempts (docs/design.md §4: one statement per agent).
+// running attempts (docs/design.md §4: one transaction per agent).
 func BenchmarkBatchedHeartbeat(b *testing.B) {
 	st := benchStore(b, 100)
 	ctx := context.Background()
