@@ -82,6 +82,7 @@ type Agent struct {
 	wakeHeartbeat chan struct{}
 	wakeShip      chan struct{}
 	slotFreed     chan struct{}
+	slots         SlotWait // when the claim loop claims (claimwindow.go); tests step its After
 
 	tasks sync.WaitGroup // task runners
 	bg    sync.WaitGroup // process-group killers
@@ -111,6 +112,7 @@ func New(cfg Config) (*Agent, error) {
 		wakeShip:      make(chan struct{}, 1),
 		slotFreed:     make(chan struct{}, 1),
 	}
+	a.slots = SlotWait{Capacity: cfg.Capacity, Window: cfg.ClaimWindow, Free: a.freeSlots, Freed: a.slotFreed}
 	a.st.upCh = make(chan struct{})
 	a.shipped = make(chan struct{})
 	a.setInterval(0) // Config or the default until the server replies

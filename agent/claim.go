@@ -9,7 +9,8 @@ import (
 )
 
 // claimLoop long-polls for work while there are free slots, until ctx is
-// done (docs/design.md §4 claim). Tasks it starts use taskCtx for their network
+// done (docs/design.md §4 claim); a.slots says when slots freed by
+// completions have gathered enough for one round (Config.ClaimWindow). Tasks it starts use taskCtx for their network
 // calls, so they outlive ctx during the drain. Failures back off, so a
 // control plane that registers but fails claims is not hammered.
 func (a *Agent) claimLoop(ctx, taskCtx context.Context) {
@@ -19,7 +20,7 @@ func (a *Agent) claimLoop(ctx, taskCtx context.Context) {
 		if err != nil {
 			return
 		}
-		free, ok := a.waitSlots(ctx)
+		free, ok := a.slots.Wait(ctx)
 		if !ok {
 			return
 		}
@@ -55,21 +56,12 @@ func (a *Agent) claimLoop(ctx, taskCtx context.Context) {
 // failed while it waited (claimContext): not an error of the claim itself.
 var errClaimSuperseded = errors.New("claim cancelled: the link it was made on went down")
 
-// waitSlots blocks until at least one slot is free and returns how many.
-func (a *Agent) waitSlots(ctx context.Context) (int, bool) {
-	for {
-		a.mu.Lock()
-		free := a.cfg.Capacity - len(a.attempts) - len(a.reporting)
-		a.mu.Unlock()
-		if free > 0 {
-			return free, true
-		}
-		select {
-		case <-ctx.Done():
-			return 0, false
-		case <-a.slotFreed:
-		}
-	}
+// freeSlots is the number of slots neither running an attempt nor
+// holding one whose completion the server has not acknowledged.
+func (a *Agent) freeSlots() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Capacity - len(a.attempts) - len(a.reporting)
 }
 
 func (a *Agent) claim(ctx context.Context, c conn, slots int) ([]protocol.ClaimedTask, error) {

@@ -30,6 +30,9 @@ const (
 	DefaultLogBufferSize = 10000
 	// DefaultKillGrace is the SIGTERM to SIGKILL delay for a process group.
 	DefaultKillGrace = 10 * time.Second
+	// MaxClaimWindow bounds Config.ClaimWindow: the window delays a
+	// freed slot's next TI by up to its length, so it stays short.
+	MaxClaimWindow = time.Second
 	// MaxClaimWait is the server's cap on a claim long poll (docs/design.md §4);
 	// New rejects a larger Config.ClaimWait.
 	MaxClaimWait = 30 * time.Second
@@ -61,6 +64,12 @@ type Config struct {
 	DrainTimeout time.Duration
 	// ClaimWait is the claim long-poll wait, at most 30s. Default 30s.
 	ClaimWait time.Duration
+	// ClaimWindow is how long a freed slot waits for the agent's other
+	// running tasks to free more before the agent claims, unless half
+	// its slots are free already (SlotWait): fewer, larger claim rounds
+	// under load. At most MaxClaimWindow; 0 takes DefaultClaimWindow;
+	// ClaimWindowOff claims as soon as one slot is free.
+	ClaimWindow time.Duration
 	// HeartbeatInterval overrides the interval from the register reply;
 	// 0 uses the server's value (docs/design.md §4: 15s by default). A value longer
 	// than the server's is lowered to the server's, which validated its
@@ -215,6 +224,14 @@ func normalizeTags(in []string) ([]string, error) {
 }
 
 func (c *Config) applyDurations() error {
+	switch {
+	case c.ClaimWindow == 0:
+		c.ClaimWindow = DefaultClaimWindow
+	case c.ClaimWindow > MaxClaimWindow:
+		return fieldErr("ClaimWindow", fmt.Sprintf("must be at most %s (it delays a freed slot's next task by up to its length), got %s", MaxClaimWindow, c.ClaimWindow))
+	case c.ClaimWindow < 0 && c.ClaimWindow != ClaimWindowOff:
+		return fieldErr("ClaimWindow", fmt.Sprintf("must not be negative (ClaimWindowOff turns the window off), got %s", c.ClaimWindow))
+	}
 	durations := []struct {
 		name string
 		v    *time.Duration

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	vagent "github.com/vigil-sched/vigil/agent"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
@@ -72,9 +73,15 @@ type agent struct {
 
 	mu       sync.Mutex
 	inFlight map[int64]protocol.HeartbeatEntry // by TI id: claimed, completion not yet accepted
-	slots    chan struct{}                     // one token per free slot
+	freed    chan struct{}                     // signalled after a completion frees slots
+	// slots says when to claim: `vigil agent`'s own rule
+	// (agent.SlotWait), its Window set by startFleet (-claim-window).
+	slots vagent.SlotWait
 
 	completed atomic.Int64
+	// claims counts claim requests that returned TIs; asked and got sum
+	// their slots and TIs (the claim window's effect on round size).
+	claims, asked, got atomic.Int64
 }
 
 // register registers a synthetic agent offering tags. inFlight are
@@ -90,14 +97,20 @@ func register(ctx context.Context, c *apiClient, name string, tags []string, cap
 		return nil, fmt.Errorf("register %s: %w", name, err)
 	}
 	a := &agent{c: c, id: resp.AgentID, credential: resp.Credential, interval: resp.HeartbeatInterval.D(),
-		capacity: capacity, inFlight: map[int64]protocol.HeartbeatEntry{}, slots: make(chan struct{}, capacity)}
+		capacity: capacity, inFlight: map[int64]protocol.HeartbeatEntry{}, freed: make(chan struct{}, 1)}
 	for _, h := range inFlight {
 		a.inFlight[h.TIID] = h
 	}
-	for i := len(inFlight); i < capacity; i++ {
-		a.slots <- struct{}{}
-	}
+	a.slots = vagent.SlotWait{Capacity: capacity, Free: a.free, Freed: a.freed}
 	return a, nil
+}
+
+// free is the number of slots not held by a claimed TI whose completion
+// is not yet accepted, as `vigil agent` counts them.
+func (a *agent) free() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.capacity - len(a.inFlight)
 }
 
 func (a *agent) path(verb string) string { return fmt.Sprintf("/v1/agents/%d/%s", a.id, verb) }
@@ -121,66 +134,51 @@ func (a *agent) deregister(ctx context.Context) error {
 // batch (POST /v1/agents/{id}/completions), as `vigil agent` batches the
 // completions that end within a few milliseconds of each other.
 func (a *agent) work(ctx context.Context, completers int) error {
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	batches := make(chan []protocol.Attempt, completers)
-	errc := make(chan error, completers)
 	var wg sync.WaitGroup
-	for i := 0; i < completers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range completers {
+		wg.Go(func() {
 			for b := range batches {
-				if err := a.complete(ctx, b); err != nil {
-					if ctx.Err() == nil {
-						errc <- err
-					}
+				if err := a.complete(wctx, b); err != nil {
+					stop(err)
 					return
 				}
 			}
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
-	err := a.claimLoop(ctx, batches, errc)
+	wg.Go(func() { a.heartbeatLoop(wctx) })
+	err := a.claimLoop(wctx, batches)
 	close(batches)
+	stop(err)
 	wg.Wait()
-	if err != nil && ctx.Err() == nil {
-		return err
-	}
-	select {
-	case err := <-errc:
-		return err
-	default:
+	if ctx.Err() != nil {
 		return nil
 	}
+	return context.Cause(wctx)
 }
 
-// claimLoop long-polls for as many TIs as there are free slots and hands
-// each claim's TIs to a completer. slots holds one token per free slot; a
-// completion puts its token back. A completer's error ends the loop.
-func (a *agent) claimLoop(ctx context.Context, batches chan<- []protocol.Attempt, errc chan error) error {
-	for ctx.Err() == nil {
-		free := 0
-		select { // wait for one free slot, then take every other free one
-		case <-ctx.Done():
+// claimLoop long-polls for the free slots when a.slots says to claim
+// (all of them once half are free, else the claim window after the
+// first) and hands each claim's TIs to a completer, until ctx ends.
+func (a *agent) claimLoop(ctx context.Context, batches chan<- []protocol.Attempt) error {
+	for {
+		free, ok := a.slots.Wait(ctx)
+		if !ok {
 			return nil
-		case err := <-errc:
-			return err
-		case <-a.slots:
-			free++
-		}
-		for more := true; more; {
-			select {
-			case <-a.slots:
-				free++
-			default:
-				more = false
-			}
 		}
 		var resp protocol.ClaimResponse
 		req := protocol.ClaimRequest{Slots: free, Wait: protocol.Duration(time.Second)}
 		if err := a.c.post(ctx, a.path("claim"), a.credential, req, &resp); err != nil {
 			return err
 		}
+		if len(resp.Tasks) == 0 {
+			continue
+		}
+		a.claims.Add(1)
+		a.asked.Add(int64(free))
+		a.got.Add(int64(len(resp.Tasks)))
 		batch := make([]protocol.Attempt, len(resp.Tasks))
 		a.mu.Lock()
 		for i, t := range resp.Tasks {
@@ -188,18 +186,12 @@ func (a *agent) claimLoop(ctx context.Context, batches chan<- []protocol.Attempt
 			batch[i] = t.Attempt
 		}
 		a.mu.Unlock()
-		for i := len(resp.Tasks); i < free; i++ {
-			a.slots <- struct{}{}
-		}
-		if len(batch) > 0 {
-			select {
-			case batches <- batch:
-			case err := <-errc:
-				return err
-			}
+		select {
+		case batches <- batch:
+		case <-ctx.Done():
+			return nil
 		}
 	}
-	return nil
 }
 
 // complete reports the batch as successes with exit code 0 (in requests
@@ -232,8 +224,9 @@ func (a *agent) complete(ctx context.Context, batch []protocol.Attempt) error {
 		}
 		a.mu.Unlock()
 		a.completed.Add(int64(len(part)))
-		for range part {
-			a.slots <- struct{}{}
+		select { // wake the claim loop; one pending wake-up is enough
+		case a.freed <- struct{}{}:
+		default:
 		}
 	}
 	return nil

@@ -282,6 +282,7 @@ func (e *env) startFleet(ctx context.Context, v *vigilProc) (*fleet, error) {
 		if err != nil {
 			return nil, err
 		}
+		a.slots.Window = e.cfg.ClaimWindow
 		f.agents = append(f.agents, a)
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -299,6 +300,29 @@ func (f *fleet) completed() int64 {
 		n += a.completed.Load()
 	}
 	return n
+}
+
+// claimRounds sums the agents' claims that returned TIs, the slots they
+// asked for and the TIs they got.
+func (f *fleet) claimRounds() (claims, asked, got int64) {
+	for _, a := range f.agents {
+		claims, asked, got = claims+a.claims.Load(), asked+a.asked.Load(), got+a.got.Load()
+	}
+	return claims, asked, got
+}
+
+// reportRounds prints the TIs per claim round since the counts before.
+func (e *env) reportRounds(f *fleet, label string, before [3]int64) [3]int64 {
+	c, a, g := f.claimRounds()
+	now := [3]int64{c, a, g}
+	c, a, g = c-before[0], a-before[1], g-before[2]
+	if c == 0 {
+		e.out.missing(label, "no claim returned TIs")
+		return now
+	}
+	e.out.figure("", label, float64(g)/float64(c), "TIs",
+		fmt.Sprintf("%d claims, %.1f slots asked each, claim window %s", c, float64(a)/float64(c), e.cfg.ClaimWindow))
+	return now
 }
 
 // failed returns an agent's error if one stopped early.

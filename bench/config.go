@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	vagent "github.com/vigil-sched/vigil/agent"
 )
 
 // config is what one `make bench` run measures. The defaults are the
@@ -25,6 +27,10 @@ type config struct {
 	// Agents synthetic HTTP agents of Capacity slots each drive the
 	// synthetic figures.
 	Agents, Capacity int
+	// ClaimWindow is the claim window of the synthetic agents and of
+	// `vigil lite`'s in-process agents (agent.Config.ClaimWindow); 0
+	// claims as soon as one slot is free.
+	ClaimWindow time.Duration
 	// LiteBurnDown, LiteAgents and LiteCapacity are the same for `vigil
 	// lite` with in-process agents running `true`.
 	LiteBurnDown, LiteAgents, LiteCapacity int
@@ -49,7 +55,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		Repo: ".", HistoryRuns: 20000, LiveRuns: 4000,
-		BurnDown: 100000, Steady: 20 * time.Second, Agents: 4, Capacity: 128,
+		BurnDown: 100000, Steady: 20 * time.Second, Agents: 4, Capacity: 128, ClaimWindow: vagent.DefaultClaimWindow,
 		LiteBurnDown: 10000, LiteAgents: 4, LiteCapacity: 32,
 		HeartbeatTIs: 100000, HeartbeatAgents: 100, HeartbeatFor: 10 * time.Second,
 		StaleTIs: 10000, PruneAgents: 500, ChainLen: 50,
@@ -70,6 +76,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Steady, "steady", c.Steady, "length of each steady measurement")
 	fs.IntVar(&c.Agents, "agents", c.Agents, "synthetic HTTP agents")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "slots of each synthetic agent")
+	fs.DurationVar(&c.ClaimWindow, "claim-window", c.ClaimWindow, "claim window of the synthetic and the Lite agents (0 = claim at once)")
 	fs.IntVar(&c.LiteBurnDown, "lite-burn-down", c.LiteBurnDown, "TIs in the vigil lite burn-down (whole runs of 1,000)")
 	fs.IntVar(&c.LiteAgents, "lite-agents", c.LiteAgents, "in-process agents of vigil lite (1..64)")
 	fs.IntVar(&c.LiteCapacity, "lite-capacity", c.LiteCapacity, "capacity of each in-process agent (1..1024)")
@@ -131,6 +138,9 @@ func (c config) validate() error {
 	if c.HistoryRuns*seedWidth < c.PruneAgents*prunableTIs {
 		errs = append(errs, fmt.Errorf("-history-runs: %d runs hold %d TIs, fewer than the %d that -prune-agents %d name (%d each)",
 			c.HistoryRuns, c.HistoryRuns*seedWidth, c.PruneAgents*prunableTIs, c.PruneAgents, prunableTIs))
+	}
+	if c.ClaimWindow < 0 || c.ClaimWindow > vagent.MaxClaimWindow {
+		errs = append(errs, fmt.Errorf("-claim-window: %s is outside 0..%s", c.ClaimWindow, vagent.MaxClaimWindow))
 	}
 	if c.Repo == "" {
 		errs = append(errs, errors.New("-repo: must not be empty"))

@@ -34,7 +34,8 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 	// agent-lost threshold (the maximum) keeps this term's reapers in
 	// their grace, so their work is not reaped under the measurement.
 	v, err := e.startVigil(ctx, "vigil-lite", "--agent-lost-threshold", "2h", "--agents", strconv.Itoa(e.cfg.LiteAgents),
-		"--agent-capacity", strconv.Itoa(e.cfg.LiteCapacity), "--agent-tags", benchTag, "--drain-timeout", "1s")
+		"--agent-capacity", strconv.Itoa(e.cfg.LiteCapacity), "--agent-tags", benchTag, "--drain-timeout", "1s",
+		"--agent-claim-window", e.cfg.ClaimWindow.String())
 	if err != nil {
 		return err
 	}

@@ -182,6 +182,7 @@ func (e *env) synthetic(ctx context.Context, v *vigilProc, conn *pgx.Conn) error
 		runs, want); err != nil {
 		return err
 	}
+	rounds := e.reportRounds(f, "synthetic burn-down: TIs per claim round", [3]int64{})
 	e.progress("synthetic steady", "for", e.cfg.Steady)
 	base := f.completed()
 	sinceBase := func() (int64, error) { return f.completed() - base, nil }
@@ -190,6 +191,7 @@ func (e *env) synthetic(ctx context.Context, v *vigilProc, conn *pgx.Conn) error
 	if err != nil {
 		return err
 	}
+	e.reportRounds(f, "synthetic steady: TIs per claim round", rounds)
 	// Drain the backlog, so the chain runs on idle agents. (Not by
 	// cancelling the runs: a cancel while agents complete the run's TIs
 	// can wait out the scheduler tick's statement timeout.)

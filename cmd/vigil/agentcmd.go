@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vigil-sched/vigil/agent"
 	"github.com/vigil-sched/vigil/agent/supervisor"
@@ -22,6 +23,7 @@ func newAgentCmd() *cobra.Command {
 		name      string
 		drain     time.Duration
 		claimWait time.Duration
+		window    time.Duration
 		ephemeral bool
 		eventBuf  int
 		logBuf    int
@@ -49,13 +51,17 @@ func newAgentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			claimWindow, err := claimWindowConfig("--claim-window", window)
+			if err != nil {
+				return err
+			}
 			log, err := newLogger(cmd, os.Stderr)
 			if err != nil {
 				return err
 			}
 			a, err := agent.New(agent.Config{
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
-				DrainTimeout: drain, ClaimWait: claimWait, Ephemeral: ephemeral, Logger: log, HTTPClient: httpClient,
+				DrainTimeout: drain, ClaimWait: claimWait, ClaimWindow: claimWindow, Ephemeral: ephemeral, Logger: log, HTTPClient: httpClient,
 				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
 				KillGrace: killGrace, SupervisorPath: superv,
 			})
@@ -75,6 +81,7 @@ func newAgentCmd() *cobra.Command {
 	f.StringVar(&name, "name", "", "agent name (default hostname-pid)")
 	f.DurationVar(&drain, "drain-timeout", 5*time.Minute, "on SIGTERM, how long running tasks may finish before they are killed")
 	f.DurationVar(&claimWait, "claim-wait", 30*time.Second, "claim long-poll wait (max 30s)")
+	addClaimWindowFlag(f, "claim-window", &window)
 	f.BoolVar(&ephemeral, "ephemeral", false, "deregister on exit (scaler-managed agents)")
 	f.IntVar(&eventBuf, "event-buffer-size", 5000, "events buffered while the control plane is unreachable (oldest dropped first)")
 	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
@@ -86,6 +93,28 @@ func newAgentCmd() *cobra.Command {
 	f.StringSliceVar(&envAllow, "task-env-allow", agent.DefaultTaskEnvAllowList(),
 		"variables of the agent's environment that tasks inherit, comma-separated; NAME* is a prefix; VIGIL_* is refused (docs/task-environment.md)")
 	return cmd
+}
+
+// addClaimWindowFlag adds the agent's claim window flag (agent.Config.ClaimWindow)
+// under name: `vigil agent --claim-window`, `vigil lite --agent-claim-window`.
+func addClaimWindowFlag(f *pflag.FlagSet, name string, d *time.Duration) {
+	f.DurationVar(d, name, agent.DefaultClaimWindow,
+		fmt.Sprintf("how long a freed slot waits for the agent's other tasks to free more before it claims, unless half the slots are free (0 = claim at once, at most %s)", agent.MaxClaimWindow))
+}
+
+// claimWindowConfig turns a claim window flag's value into
+// agent.Config.ClaimWindow, where 0 means the default: the flag's 0 is
+// agent.ClaimWindowOff. A negative value is a usage error naming flag.
+func claimWindowConfig(flag string, d time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, usageError("%s: %s must not be negative (0 claims as soon as one slot is free)", flag, d)
+	case d > agent.MaxClaimWindow:
+		return 0, usageError("%s: %s must be at most %s (it delays a freed slot's next task by up to its length)", flag, d, agent.MaxClaimWindow)
+	case d == 0:
+		return agent.ClaimWindowOff, nil
+	}
+	return d, nil
 }
 
 func newMigrateCmd() *cobra.Command {

@@ -40,6 +40,8 @@ type liteOpts struct {
 	agents        int
 	agentCapacity int
 	agentTags     []string
+	windowFlag    time.Duration // --agent-claim-window
+	claimWindow   time.Duration // agent.Config.ClaimWindow of windowFlag, set by validate
 	drainTimeout  time.Duration
 	databaseWait  time.Duration // --database-wait, only with --database-url (dbwait.go)
 	planeOpts
@@ -194,6 +196,7 @@ func newLiteCmd() *cobra.Command {
 	f.IntVar(&o.agents, "agents", 2, "number of in-process agents (0..64)")
 	f.IntVar(&o.agentCapacity, "agent-capacity", 4, "concurrent task instances per in-process agent (1..1024)")
 	f.StringSliceVar(&o.agentTags, "agent-tags", nil, "tags of the in-process agents, comma-separated")
+	addClaimWindowFlag(f, "agent-claim-window", &o.windowFlag)
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "on shutdown, how long in-process agents let running tasks finish")
 	addDatabaseWaitFlag(f, &o.databaseWait)
 	addPlaneFlags(cmd, &o.planeOpts, "; empty: generated into --data-dir")
@@ -215,6 +218,10 @@ func (o *liteOpts) validate() error {
 		return usageError("--data-dir: required when --database-url is empty")
 	}
 	if err := validateDatabaseWait(o.databaseWait); err != nil {
+		return err
+	}
+	var err error
+	if o.claimWindow, err = claimWindowConfig("--agent-claim-window", o.windowFlag); err != nil {
 		return err
 	}
 	if _, err := o.storeOptions(0); err != nil {
@@ -433,7 +440,7 @@ func startLocalAgents(ctx context.Context, o *liteOpts, server localAPI, token s
 			// agents, whose registrations stay live for one agent-lost
 			// threshold (a name held by a live agent is refused).
 			Servers: []string{server.url}, HTTPClient: server.client, Token: token, Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
-			Tags: o.agentTags, Capacity: o.agentCapacity, DrainTimeout: o.drainTimeout,
+			Tags: o.agentTags, Capacity: o.agentCapacity, ClaimWindow: o.claimWindow, DrainTimeout: o.drainTimeout,
 			Logger: log, // the agent adds its name; "agent", i would be a third id
 		})
 		if err != nil {
