@@ -21,6 +21,10 @@ func TestNewAppliesDefaults(t *testing.T) {
 	assert.Equal(t, DefaultCapacity, c.Capacity)
 	assert.Equal(t, DefaultDrainTimeout, c.DrainTimeout)
 	assert.Equal(t, DefaultClaimWait, c.ClaimWait)
+	assert.Equal(t, DefaultClaimWindow, c.ClaimWindow)
+	assert.Equal(t, DefaultClaimWindow, a.slots.Window, "the claim loop waits by Config")
+	assert.Equal(t, DefaultCapacity, a.slots.Capacity)
+	assert.Equal(t, DefaultCapacity, a.slots.Free(), "nothing running")
 	assert.Equal(t, DefaultEventBufferSize, c.EventBufferSize)
 	assert.Equal(t, DefaultLogBufferSize, c.LogBufferSize)
 	assert.Equal(t, DefaultKillGrace, c.KillGrace)
@@ -92,6 +96,7 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		"Token":             {Servers: ok, Token: "abc\ndef"},
 		"DrainTimeout":      {Servers: ok, DrainTimeout: -time.Second},
 		"ClaimWait":         {Servers: ok, ClaimWait: time.Minute},
+		"ClaimWindow":       {Servers: ok, ClaimWindow: 2 * time.Second},
 		"HeartbeatInterval": {Servers: ok, HeartbeatInterval: -1},
 		"KillGrace":         {Servers: ok, KillGrace: -1},
 		"EventBufferSize":   {Servers: ok, EventBufferSize: -5},
@@ -103,6 +108,17 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		require.Error(t, err, field)
 		assert.Contains(t, err.Error(), field+" ")
 	}
+	_, err := New(Config{Servers: ok, ClaimWindow: -time.Millisecond})
+	require.ErrorContains(t, err, "ClaimWindow must not be negative (ClaimWindowOff turns the window off)")
+}
+
+// TestClaimWindowOffReachesTheClaimLoop: ClaimWindowOff is kept (not
+// replaced by the default), and SlotWait treats it as no window.
+func TestClaimWindowOffReachesTheClaimLoop(t *testing.T) {
+	t.Parallel()
+	a, err := New(Config{Servers: []string{"http://a:1"}, ClaimWindow: ClaimWindowOff})
+	require.NoError(t, err)
+	assert.Equal(t, ClaimWindowOff, a.slots.Window)
 }
 
 func TestGapMarkerText(t *testing.T) {

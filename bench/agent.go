@@ -218,15 +218,19 @@ func (a *agent) complete(ctx context.Context, batch []protocol.Attempt) error {
 				return fmt.Errorf("completion of TI %d refused: %s: %s", r.TIID, r.Error.Code, r.Error.Message)
 			}
 		}
-		a.mu.Lock()
+		// One slot at a time, as `vigil agent` frees them: each of its
+		// tasks learns its item's result in its own goroutine. A claim
+		// loop without a window wakes at the first and claims what is
+		// free by then.
 		for _, t := range part {
+			a.mu.Lock()
 			delete(a.inFlight, t.TIID)
-		}
-		a.mu.Unlock()
-		a.completed.Add(int64(len(part)))
-		select { // wake the claim loop; one pending wake-up is enough
-		case a.freed <- struct{}{}:
-		default:
+			a.mu.Unlock()
+			a.completed.Add(1)
+			select { // wake the claim loop; one pending wake-up is enough
+			case a.freed <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil

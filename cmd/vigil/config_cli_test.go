@@ -49,6 +49,10 @@ func TestBadValueNamesSourceWithoutParserText(t *testing.T) {
 		{name: "env negative database wait", env: map[string]string{"VIGIL_DATABASE_WAIT": "-5s"},
 			want: `--database-wait (from VIGIL_DATABASE_WAIT): -5s is negative`},
 		{name: "file negative database wait", file: "database-wait: -2s\n", want: `--database-wait (from config file key database-wait): -2s is negative`},
+		{name: "negative claim window", args: []string{"--agent-claim-window", "-1ms"},
+			want: `--agent-claim-window: -1ms must not be negative (0 claims as soon as one slot is free)`},
+		{name: "file claim window too long", file: "agent-claim-window: 2s\n",
+			want: `--agent-claim-window (from config file key agent-claim-window): 2s must be at most 1s`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for k, v := range c.env {
