@@ -45,6 +45,15 @@ func (s *steppedSlots) wait(capacity int, window time.Duration) <-chan int {
 	return got
 }
 
+// waitFull starts a Wait on an agent with every slot taken, once it has
+// read the count.
+func waitFull(t *testing.T, capacity int, window time.Duration) (*steppedSlots, <-chan int) {
+	s := newSteppedSlots(t, 0)
+	got := s.wait(capacity, window)
+	s.readUntil(0)
+	return s, got
+}
+
 // release frees n more slots as one completion does, then waits until
 // Wait has read the new count (so no signal is coalesced away).
 func (s *steppedSlots) release(n int) {
@@ -89,21 +98,31 @@ func waitResult(t *testing.T, got <-chan int) int {
 	}
 }
 
-// TestClaimWindowGathersABurstIntoOneClaim: capacity 8 (target 4), all
-// slots taken. Three completions land one by one inside the window; the
-// agent claims once, when the window ends, for all three slots.
-func TestClaimWindowGathersABurstIntoOneClaim(t *testing.T) {
+// TestClaimWindowGathersWhatFreesWithinIt: with all slots taken, the
+// completions that land one by one inside the window, fewer than the
+// target, are claimed in one round when the window ends; a single
+// completion while others still run waits the window, no longer.
+func TestClaimWindowGathersWhatFreesWithinIt(t *testing.T) {
 	t.Parallel()
-	s := newSteppedSlots(t, 0)
-	got := s.wait(8, 5*time.Millisecond)
-	s.readUntil(0)
-	s.release(1)
-	assert.Equal(t, 5*time.Millisecond, s.timerStarted(), "the first free slot opens the window")
-	s.release(1)
-	s.release(1)
-	s.fire <- time.Now()
-	assert.Equal(t, 3, waitResult(t, got), "one claim for every slot freed within the window")
-	assert.Empty(t, s.timers, "one window per claim")
+	for _, c := range []struct {
+		name     string
+		capacity int
+		window   time.Duration
+		releases []int
+	}{
+		{"a burst of three, target 4", 8, 5 * time.Millisecond, []int{1, 1, 1}},
+		{"one completion, target 2", 4, 3 * time.Millisecond, []int{1}},
+	} {
+		s, got := waitFull(t, c.capacity, c.window)
+		s.release(c.releases[0])
+		assert.Equal(t, c.window, s.timerStarted(), "%s: the first free slot opens the window", c.name)
+		for _, n := range c.releases[1:] {
+			s.release(n)
+		}
+		s.fire <- time.Now()
+		assert.Equal(t, len(c.releases), waitResult(t, got), "%s: one claim for every slot freed within the window", c.name)
+		assert.Empty(t, s.timers, "%s: one window per claim", c.name)
+	}
 }
 
 // TestClaimWindowEndsAtTheTarget: when the freed slots reach half the
@@ -111,9 +130,7 @@ func TestClaimWindowGathersABurstIntoOneClaim(t *testing.T) {
 // waiting for the window's end.
 func TestClaimWindowEndsAtTheTarget(t *testing.T) {
 	t.Parallel()
-	s := newSteppedSlots(t, 0)
-	got := s.wait(8, time.Second)
-	s.readUntil(0)
+	s, got := waitFull(t, 8, time.Second)
 	s.release(2)
 	s.timerStarted()
 	s.release(2)
@@ -125,9 +142,7 @@ func TestClaimWindowEndsAtTheTarget(t *testing.T) {
 // once; so does an agent that finds half its slots or more free.
 func TestClaimWindowIdleAgentClaimsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := newSteppedSlots(t, 0)
-	got := s.wait(1, time.Second)
-	s.readUntil(0)
+	s, got := waitFull(t, 1, time.Second)
 	s.release(1)
 	assert.Equal(t, 1, waitResult(t, got), "the only task ended")
 	assert.Empty(t, s.timers, "no window started")
@@ -138,27 +153,12 @@ func TestClaimWindowIdleAgentClaimsAtOnce(t *testing.T) {
 	assert.Empty(t, s.timers, "no window started")
 }
 
-// TestClaimWindowBoundsASingleCompletion: one completion while others
-// still run waits the window, no longer, then claims its one slot.
-func TestClaimWindowBoundsASingleCompletion(t *testing.T) {
-	t.Parallel()
-	s := newSteppedSlots(t, 0)
-	got := s.wait(4, 3*time.Millisecond)
-	s.readUntil(0)
-	s.release(1)
-	assert.Equal(t, 3*time.Millisecond, s.timerStarted(), "the wait is bounded by the window")
-	s.fire <- time.Now()
-	assert.Equal(t, 1, waitResult(t, got))
-}
-
 // TestClaimWindowOffClaimsAtOnce: with the window off (0 or
 // ClaimWindowOff), one free slot of many is claimed at once.
 func TestClaimWindowOffClaimsAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, window := range []time.Duration{0, ClaimWindowOff} {
-		s := newSteppedSlots(t, 0)
-		got := s.wait(8, window)
-		s.readUntil(0)
+		s, got := waitFull(t, 8, window)
 		s.release(1)
 		assert.Equal(t, 1, waitResult(t, got), "window %s", window)
 		assert.Empty(t, s.timers, "window %s: no timer", window)
