@@ -25,8 +25,9 @@ type testAgent struct {
 }
 
 // startAgent runs an agent with short timings against servers; edit
-// adjusts the Config. Run is stopped (and its processes drained) at cleanup.
-func startAgent(t *testing.T, servers []string, edit func(*Config)) *testAgent {
+// adjusts the Config, tweaks the Agent's tunables before Run. Run is
+// stopped (and its processes drained) at cleanup.
+func startAgent(t *testing.T, servers []string, edit func(*Config), tweaks ...func(*Agent)) *testAgent {
 	t.Helper()
 	cfg := Config{
 		Servers: servers, Token: fakeToken, Name: "test-agent", Tags: []string{"script"},
@@ -45,6 +46,9 @@ func startAgent(t *testing.T, servers []string, edit func(*Config)) *testAgent {
 	a.reqTimeout = 5 * time.Second // generous: a loaded CI host must not fake an outage
 	a.shipInterval = 50 * time.Millisecond
 	a.pipeWait = time.Second
+	for _, tweak := range tweaks {
+		tweak(a)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()

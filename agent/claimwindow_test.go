@@ -2,11 +2,17 @@ package agent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // steppedSlots drives a SlotWait by hand: the test frees slots, learns
@@ -186,5 +192,39 @@ func TestClaimTarget(t *testing.T) {
 	t.Parallel()
 	for capacity, want := range map[int]int{1: 1, 2: 1, 3: 2, 4: 2, 128: 64, 129: 65} {
 		assert.Equal(t, want, ClaimTarget(capacity), "capacity %d", capacity)
+	}
+}
+
+// TestAgentClaimsTheSlotsABurstFrees: a real agent of capacity 4 runs
+// four tasks; two of them end together. Its window's timer never fires,
+// so only the second freed slot (half the capacity) can end the wait:
+// the next claim asks for both slots in one round, not one per
+// completion. The other two end afterwards so the agent drains.
+func TestAgentClaimsTheSlotsABurstFrees(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	dir := t.TempDir()
+	first, later := filepath.Join(dir, "first"), filepath.Join(dir, "later")
+	var tasks []protocol.ClaimedTask
+	for _, gate := range []string{first, first, later, later} {
+		tasks = append(tasks, f.enqueue(0, map[string]string{"GATE": gate}, sh(`while [ ! -e "$GATE" ]; do sleep 0.01; done`)...))
+	}
+	claims := func() []int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Clone(f.claims)
+	}
+	startAgent(t, []string{srv.URL}, func(c *Config) { c.Capacity = 4 }, func(a *Agent) {
+		a.slots.After = func(time.Duration) <-chan time.Time { return nil } // the window never ends
+	})
+	require.Eventually(t, func() bool { return f.isStarted(tasks[3].AttemptID) }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []int{4}, claims(), "an idle agent claims all its slots at once")
+	require.NoError(t, os.WriteFile(first, nil, 0o644))
+	require.Eventually(t, func() bool { return len(claims()) >= 2 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 2, claims()[1], "both slots the burst freed, in one claim round")
+	require.NoError(t, os.WriteFile(later, nil, 0o644))
+	for _, task := range tasks {
+		assert.Equal(t, protocol.OutcomeSuccess, f.waitCompletion(task.AttemptID, 10*time.Second).Outcome)
 	}
 }

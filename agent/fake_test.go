@@ -44,6 +44,7 @@ type fakeAPI struct {
 	completes   []protocol.CompleteRequest // accepted
 	completeHit map[string]int             // complete calls per attempt, also refused
 	batches     []int                      // the size of each batch request
+	claims      []int                      // the slots of each claim request
 	// holdBatch, when set, makes the batch route wait for a value (or
 	// its closing) before it answers: a batch held in flight.
 	holdBatch chan struct{}
@@ -156,6 +157,9 @@ func (f *fakeAPI) register(w http.ResponseWriter, r *http.Request) any {
 
 func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) any {
 	req := decode[protocol.ClaimRequest](r)
+	f.mu.Lock()
+	f.claims = append(f.claims, req.Slots)
+	f.mu.Unlock()
 	deadline := time.Now().Add(req.Wait.D())
 	for {
 		f.mu.Lock()
