@@ -1,13 +1,22 @@
 # Vigil — see README.md. `make run` and `make test` work on a fresh machine
-# with Go and the PostgreSQL server binaries (.ci/run installs them).
+# with Go: each first runs scripts/deps.sh, the one place that installs
+# (as root, with apt-get) what it needs and is missing, or stops at once
+# naming the packages.
 GO      ?= go
 BIN     := bin/vigil
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 
-.PHONY: all web build run pro-demo test lint bench bench-go fuzz chaos clean
+.PHONY: all deps-run deps-test web build run pro-demo test lint bench bench-go fuzz chaos clean
 
 all: build
+
+# What `make run` and `make test` need beyond Go (scripts/deps.sh says
+# what it installs and why; on a ready machine it prints nothing).
+deps-run:
+	@scripts/deps.sh run
+deps-test:
+	@scripts/deps.sh test
 
 # The web console's npm libraries (adr/0020): npm ci, then copied into
 # web/console/ui/vendor, which the binary embeds. Without this step the
@@ -23,7 +32,7 @@ build: web
 
 # Lite with its private PostgreSQL, the example DAGs and 2 in-process agents;
 # triggers the pipeline DAG, waits for it, and stops everything it started.
-run: build
+run: deps-run build
 	BIN=$(BIN) deploy/demo/lite.sh
 
 # Pro: embedded etcd + private PostgreSQL + 3 replicas + 2 agents; kills the
@@ -34,7 +43,7 @@ pro-demo: build
 # Integration tests start their own throwaway PostgreSQL (store/storetest).
 # The short chaos run (./chaos, docs/reliability.md) runs alongside the
 # other packages with -v, so that its seeds and report are printed.
-test: web
+test: deps-test web
 	@log=$$(mktemp); \
 	$(GO) test -count=1 -timeout 10m -v ./chaos/ >"$$log" 2>&1 & chaos=$$!; \
 	$(GO) test -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v '/chaos$$'); rc=$$?; \

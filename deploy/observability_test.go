@@ -33,7 +33,7 @@ func promtool(t *testing.T) string {
 	path, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatalf("promtool not found in PATH (%v): install Debian's prometheus package, which carries it "+
-			"(apt-get install -y prometheus; .ci/run does), or put a promtool from https://prometheus.io/download/ in PATH", err)
+			"(make test installs it: scripts/deps.sh)", err)
 	}
 	return path
 }

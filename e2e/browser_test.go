@@ -20,7 +20,7 @@ import (
 	"github.com/vigil-sched/vigil/web"
 )
 
-// chromiumPath is Debian's Chromium, which .ci/run installs; the browser
+// chromiumPath is Debian's Chromium, which make test installs (scripts/deps.sh); the browser
 // tests never download one (adr/0021).
 const chromiumPath = "/usr/bin/chromium"
 
@@ -46,7 +46,7 @@ type browser struct {
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
 	_, err := os.Stat(chromiumPath)
-	require.NoError(t, err, "the browser tests need Debian's Chromium at %s: apt-get install -y chromium (.ci/run does)", chromiumPath)
+	require.NoError(t, err, "the browser tests need Debian's Chromium at %s: make test installs it (scripts/deps.sh)", chromiumPath)
 	require.True(t, web.Built(), "the console's graph library is missing from this build: run make web first (make test does)")
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,

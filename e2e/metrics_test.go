@@ -96,7 +96,7 @@ func promtoolPath(t *testing.T) string {
 	path, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatalf("promtool not found in PATH (%v): install Debian's prometheus package, which carries it "+
-			"(apt-get install -y prometheus; .ci/run does)", err)
+			"(make test installs it: scripts/deps.sh)", err)
 	}
 	return path
 }
