@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -91,11 +92,35 @@ func validateHeartbeat(req protocol.HeartbeatRequest) error {
 	return nil
 }
 
+// MaxLogLine is the most bytes of one log line the server stores: the
+// honest agent splits longer lines (agent.maxLineBytes), and the server
+// truncates any line still longer, whoever sent it, so one line can cost
+// neither storage nor a log read more (docs/security.md, "Limits").
+const MaxLogLine = 64 << 10
+
+// truncatedMarker ends a line the server cut to MaxLogLine bytes; %d is
+// how many bytes it dropped.
+const truncatedMarker = " [vigil: line truncated by the server, %d bytes dropped]"
+
+// truncateLogLine cuts line to at most MaxLogLine bytes, marker included,
+// on a UTF-8 boundary; ok reports whether it cut.
+func truncateLogLine(line string) (string, bool) {
+	if len(line) <= MaxLogLine {
+		return line, false
+	}
+	// The marker's length with the largest count it can hold.
+	keep := MaxLogLine - len(fmt.Sprintf(truncatedMarker, len(line)))
+	for keep > 0 && !utf8.RuneStart(line[keep]) {
+		keep--
+	}
+	return line[:keep] + fmt.Sprintf(truncatedMarker, len(line)-keep), true
+}
+
 // validateLogs checks a log batch (attempt, positive seq, known stream,
 // time set) and makes each line storable: PostgreSQL text holds neither
 // NUL nor invalid UTF-8, so those become U+FFFD rather than reject the
-// batch.
-func validateLogs(req *protocol.LogsRequest) error {
+// batch, and a line over MaxLogLine is truncated; truncated counts those.
+func validateLogs(req *protocol.LogsRequest) (truncated int, err error) {
 	for i, l := range req.Lines {
 		err := validateAttempt(fmt.Sprintf("lines[%d]", i), l.Attempt)
 		switch {
@@ -108,11 +133,16 @@ func validateLogs(req *protocol.LogsRequest) error {
 			err = fmt.Errorf("lines[%d].time: required", i)
 		}
 		if err != nil {
-			return err
+			return truncated, err
 		}
-		req.Lines[i].Line = strings.ReplaceAll(strings.ToValidUTF8(l.Line, "\uFFFD"), "\x00", "\uFFFD")
+		// Replace first: U+FFFD is longer than the byte it replaces.
+		line, cut := truncateLogLine(strings.ReplaceAll(strings.ToValidUTF8(l.Line, "\uFFFD"), "\x00", "\uFFFD"))
+		if cut {
+			truncated++
+		}
+		req.Lines[i].Line = line
 	}
-	return nil
+	return truncated, nil
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
@@ -293,9 +323,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := validateLogs(&req); err != nil {
+	truncated, err := validateLogs(&req)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
+	}
+	if truncated > 0 {
+		s.cfg.Metrics.LogLinesTruncated.Add(float64(truncated))
+		s.log.Warn("log lines truncated", "agent_id", agentID, "lines", truncated, "max_bytes", MaxLogLine)
 	}
 	if _, err := s.cfg.Store.AppendLogs(r.Context(), agentID, fromLogLines(req.Lines)); err != nil {
 		s.writeStoreError(w, r, err)

@@ -84,11 +84,17 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 		return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized,
 			"missing bearer token (or console session cookie " + protocol.SessionCookie + ")"}
 	}
-	now, err := s.cfg.Store.Now(r.Context())
-	if err != nil {
-		return caller{}, &authError{http.StatusServiceUnavailable, protocol.CodeUnavailable, "session check: database clock: " + err.Error()}
+	// The signature first: a forged or stale-keyed cookie is refused
+	// without touching the database.
+	sess, verr := s.verifySignature(c.Value)
+	if verr == nil {
+		now, err := s.cfg.Store.Now(r.Context())
+		if err != nil {
+			s.log.Warn("session check: database clock", "request_id", requestID(r), "err", err)
+			return caller{}, &authError{http.StatusServiceUnavailable, protocol.CodeUnavailable, "session check: the database is unavailable"}
+		}
+		verr = sess.checkExpiry(now)
 	}
-	sess, verr := s.verifySession(c.Value, now)
 	if verr != nil {
 		return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "session cookie " + protocol.SessionCookie + ": " + verr.Error() + "; sign in again"}
 	}

@@ -95,9 +95,9 @@ func TestRunEventsBadQueryIs400(t *testing.T) {
 		{"limit=5001", `query parameter limit: "5001" must be an integer in 1..5000`},
 		{"limit=-3", `query parameter limit: "-3" must be an integer in 1..5000`},
 		{"limit=ten", `query parameter limit: "ten" must be an integer in 1..5000`},
-		{"after=-1", `query parameter after: "-1" must be a non-negative integer`},
-		{"after=x&limit=10", `query parameter after: "x" must be a non-negative integer`},
-		{"after=99999999999999999999", `query parameter after: "99999999999999999999" must be a non-negative integer`},
+		{"after=-1", `query parameter after: "-1" must be an integer in 0..9223372036854775807`},
+		{"after=x&limit=10", `query parameter after: "x" must be an integer in 0..9223372036854775807`},
+		{"after=99999999999999999999", `query parameter after: "99999999999999999999" must be an integer in 0..9223372036854775807`},
 	} {
 		code, e := h.call("GET", path+"?"+c.query, opToken, nil, nil)
 		assert.Equal(t, http.StatusBadRequest, code, c.query)

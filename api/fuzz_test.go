@@ -138,12 +138,18 @@ func FuzzDecodeLogs(f *testing.F) {
 		`{"lines":[{"ti_id":1,"attempt_id":"`+fuzzUUID+`","seq":1,"stream":"stdout","time":"yesterday"}]}`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, ok := fuzzDecode[protocol.LogsRequest](t, body)
-		if !ok || validateLogs(&req) != nil {
+		if !ok {
+			return
+		}
+		if _, err := validateLogs(&req); err != nil {
 			return
 		}
 		for _, l := range fromLogLines(req.Lines) {
 			if !utf8.ValidString(l.Line) || strings.ContainsRune(l.Line, 0) {
 				t.Fatalf("accepted a line PostgreSQL cannot store: %q", l.Line)
+			}
+			if len(l.Line) > MaxLogLine {
+				t.Fatalf("accepted a line of %d bytes, over MaxLogLine", len(l.Line))
 			}
 			if l.Seq <= 0 || l.Time.IsZero() {
 				t.Fatalf("accepted an invalid line: %+v", l)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -58,7 +59,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		err = errNotMigrated
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error()})
+		msg := err.Error()
+		if !errors.Is(err, errNotMigrated) { // driver text is for the log
+			s.log.Warn("readyz: database", "request_id", requestID(r), "err", err)
+			msg = "database unreachable; the server log has the detail under request id " + requestID(r)
+		}
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": msg})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -71,7 +77,8 @@ func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		rep.Database = err.Error()
+		s.log.Warn("monitor/health: database", "request_id", requestID(r), "err", err)
+		rep.Database = "unreachable; the server log has the detail under request id " + requestID(r)
 	}
 	if s.cfg.LeaderStatus != nil {
 		st := s.cfg.LeaderStatus()

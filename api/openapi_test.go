@@ -221,7 +221,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 	require.Equal(t, state.Strings(state.TIStates()), enum("TaskInstance", "state"))
 	require.ElementsMatch(t, []string{protocol.CodeBadRequest, protocol.CodeUnauthorized, protocol.CodeForbidden,
 		protocol.CodeNotFound, protocol.CodeStaleAttempt, protocol.CodeConflict, protocol.CodeNameInUse,
-		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeUnavailable, protocol.CodeInternal}, enum("ErrorDetail", "code"))
+		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeTooLarge, protocol.CodeRateLimited, protocol.CodeUnavailable, protocol.CodeInternal}, enum("ErrorDetail", "code"))
 	require.ElementsMatch(t, []string{protocol.StopCancelled, protocol.StopReaped, protocol.StopSuperseded,
 		protocol.StopUnknown, protocol.StopFinished}, enum("StopOrder", "reason"))
 	require.ElementsMatch(t, []string{protocol.StreamStdout, protocol.StreamStderr, protocol.StreamSystem}, enum("LogLine", "stream"))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -201,7 +202,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, ok := queryInt(w, r, "after")
+	after, ok := queryInt(w, r, "after", math.MaxInt64)
 	if !ok {
 		return
 	}
@@ -236,11 +237,11 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, ok := queryInt(w, r, "after")
+	after, ok := queryInt(w, r, "after", math.MaxInt64)
 	if !ok {
 		return
 	}
-	try, ok := queryInt(w, r, "try")
+	try, ok := queryInt(w, r, "try", math.MaxInt32)
 	if !ok {
 		return
 	}
@@ -256,17 +257,19 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, logs)
 }
 
-// queryInt reads an optional non-negative integer query parameter (0 when
-// absent), writing a 400 naming it when malformed.
-func queryInt(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+// queryInt reads an optional integer query parameter in 0..maxN (0 when
+// absent; maxN is the column's range, so the database never sees a value
+// it cannot hold), writing a 400 naming it, the range and the value when
+// it is not one.
+func queryInt(w http.ResponseWriter, r *http.Request, name string, maxN int64) (int64, bool) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return 0, true
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || n > maxN {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
-			fmt.Sprintf("query parameter %s: %q must be a non-negative integer", name, v))
+			fmt.Sprintf("query parameter %s: %q must be an integer in 0..%d", name, v, maxN))
 		return 0, false
 	}
 	return n, true

@@ -255,7 +255,7 @@ func (s *Server) routes() {
 		case AccessAgent, AccessOperator, AccessRead:
 			hd = s.auth(rt.access, h)
 		case AccessOpen:
-			hd = http.HandlerFunc(h)
+			hd = boundBody(maxOpenBody, http.HandlerFunc(h))
 		default:
 			panic("api: route " + rt.pattern + " has no access")
 		}
@@ -286,6 +286,11 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// The request id goes out before the handler writes: writeError
+		// reads it back from the header for a 5xx body.
+		id := newRequestID()
+		w.Header().Set(protocol.HeaderRequestID, id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		route := r.Pattern
@@ -299,6 +304,28 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 
 // maxBody bounds request bodies: a log batch of 500 lines of up to 64 KiB.
 const maxBody = 40 << 20
+
+// maxOpenBody bounds the body of a route that needs no authentication
+// (POST /v1/session): anyone can send one, so it may cost the server
+// no more memory than a sign-in needs (docs/security.md, "Limits").
+const maxOpenBody = 16 << 10
+
+// boundBody refuses a body over n bytes: at once with 413 when its
+// declared length is over, before a byte of it is read (the connection
+// is then closed, so the rest is never read either); otherwise next reads
+// at most n+1 bytes of it and a decode past n is a 413.
+func boundBody(n int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > n {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeTooLarge,
+				fmt.Sprintf("request body: %d bytes, more than the %d this route accepts", r.ContentLength, n))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		next.ServeHTTP(w, r)
+	})
+}
 
 // decode reads a JSON body strictly: unknown fields and trailing data are
 // errors that name the problem.
@@ -320,6 +347,11 @@ func decodeFrom(w http.ResponseWriter, body io.Reader, v any) bool {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if maxErr := (*http.MaxBytesError)(nil); errors.As(err, &maxErr) {
+			writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeTooLarge,
+				fmt.Sprintf("request body: more than the %d bytes this route accepts", maxErr.Limit))
+			return false
+		}
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "request body: "+describeJSONError(err))
 		return false
 	}
@@ -354,8 +386,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError writes an ErrorBody; a 5xx one carries the request id (set
+// by instrument), by which the server log holds the detail.
 func writeError(w http.ResponseWriter, code int, errCode, msg string) {
-	writeJSON(w, code, protocol.ErrorBody{Error: protocol.ErrorDetail{Code: errCode, Message: msg}})
+	d := protocol.ErrorDetail{Code: errCode, Message: msg}
+	if code >= 500 {
+		d.RequestID = w.Header().Get(protocol.HeaderRequestID)
+	}
+	writeJSON(w, code, protocol.ErrorBody{Error: d})
 }
 
 // writeStoreError maps store errors to HTTP: input the store rejected (a
@@ -391,9 +429,27 @@ func (s *Server) storeErrorDetail(r *http.Request, err error) (int, protocol.Err
 	case r.Context().Err() != nil:
 		return http.StatusServiceUnavailable, protocol.ErrorDetail{Code: protocol.CodeUnavailable, Message: "request cancelled"}
 	default:
-		s.log.Error("request failed", "route", r.Pattern, "err", err)
-		return http.StatusInternalServerError, protocol.ErrorDetail{Code: protocol.CodeInternal, Message: err.Error()}
+		return http.StatusInternalServerError, s.internal(r, err)
 	}
+}
+
+// internalMessage is the whole message of every 500 reply: the detail
+// (driver text, SQL, internal names) is for the server log, not the
+// caller.
+const internalMessage = "internal error; the server log has the detail under this request id"
+
+// internal logs err under r's request id and returns the generic body of
+// a 500 reply (docs/security.md, "Errors").
+func (s *Server) internal(r *http.Request, err error) protocol.ErrorDetail {
+	id := requestID(r)
+	s.log.Error("request failed", "route", r.Pattern, "request_id", id, "err", err)
+	return protocol.ErrorDetail{Code: protocol.CodeInternal, Message: internalMessage, RequestID: id}
+}
+
+// requestID is the id instrument gave r, which it also set on the reply.
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
 }
 
 // pathID parses a positive integer path value, writing a 400 naming the

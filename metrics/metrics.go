@@ -100,6 +100,11 @@ type Metrics struct {
 	HTTPRequests          *prometheus.CounterVec   // {route, code}
 	HTTPDuration          *prometheus.HistogramVec // {route}, seconds
 
+	// LogLinesTruncated counts log lines the API cut to its line limit
+	// (api.MaxLogLine) because an agent sent them longer; the honest
+	// agent splits lines, so a rise means an old or hostile agent.
+	LogLinesTruncated prometheus.Counter
+
 	// LeaderFenceBlocked is 1 while the PostgreSQL fence refuses this
 	// replica's won election (or Lite's epoch): a stored token of another
 	// domain, or a revision above the one etcd handed out (an etcd restored
@@ -213,6 +218,9 @@ func New() *Metrics {
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_http_requests_total", Help: "API requests by route and status code.",
 		}, []string{"route", "code"}),
+		LogLinesTruncated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_log_lines_truncated_total", Help: "Log lines the API truncated to its 64 KiB line limit.",
+		}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "vigil_http_request_duration_seconds", Help: "API latency by route.",
 			Buckets: prometheus.DefBuckets,
@@ -224,7 +232,7 @@ func New() *Metrics {
 		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
 		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake, m.TaskInstances,
-		m.ScheduleRunsCreated, m.ScheduleLag,
+		m.ScheduleRunsCreated, m.ScheduleLag, m.LogLinesTruncated,
 	)
 	// From zero: every decision and every reaper's duration exists before
 	// anything happens, so rate() has a first sample to start from.

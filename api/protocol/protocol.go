@@ -260,11 +260,18 @@ type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
 }
 
-// ErrorDetail is a machine-readable code plus a human message.
+// ErrorDetail is a machine-readable code plus a human message. A 5xx
+// reply's message is generic; its RequestID names the server log line
+// that holds the detail (docs/security.md, "Errors").
 type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
 }
+
+// HeaderRequestID carries, on every reply, the id the server gave the
+// request; its log lines about the request carry the same id.
+const HeaderRequestID = "Vigil-Request-Id"
 
 // Error codes used in ErrorDetail.Code.
 const (
@@ -280,6 +287,11 @@ const (
 	// is not the credential of the agent in the path (403). An agent that
 	// gets it must register again.
 	CodeAgentCredential = "agent_credential"
-	CodeUnavailable     = "unavailable"
-	CodeInternal        = "internal"
+	// CodeTooLarge: the request body is over the route's bound (413).
+	CodeTooLarge = "too_large"
+	// CodeRateLimited: too many sign-in attempts from one client address
+	// (429); the Retry-After header says when to try again.
+	CodeRateLimited = "rate_limited"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
 )

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -386,7 +385,7 @@ func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPla
 			return nil, err
 		}
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := api.NewHTTPServer(srv.Handler(), api.DefaultTimeouts())
 	httpSrv.RegisterOnShutdown(srv.Drain)
 	public, local, err := serveAPI(httpSrv, ln, cfg.tls, cfg.log)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vigil-sched/vigil/agent"
+	"github.com/vigil-sched/vigil/api"
 )
 
 // TLS on the API (docs/configuration.md, "TLS"). `vigil lite` and
@@ -222,7 +223,7 @@ func serveAPI(srv *http.Server, ln net.Listener, o *serveTLSOpts, log *slog.Logg
 	// listener at once sets up HTTP/2 from two goroutines. srv's
 	// shutdown closes it; Lite has drained its agents by then.
 	mem := newMemListener()
-	memSrv := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: srv.ReadHeaderTimeout}
+	memSrv := api.NewHTTPServer(srv.Handler, api.TimeoutsOf(srv))
 	srv.RegisterOnShutdown(func() { _ = memSrv.Close() })
 	serve("in-process", func() error { return memSrv.Serve(mem) })
 	return "https://" + addr, localAPI{url: "http://lite-in-process", client: mem.httpClient()}, nil
