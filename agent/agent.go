@@ -86,10 +86,15 @@ type Agent struct {
 
 	tasks sync.WaitGroup // task runners
 	bg    sync.WaitGroup // process-group killers
+
+	users    map[string]*taskUser // Config.TaskUser and TaskUsersAllowed, resolved
+	workMu   sync.Mutex
+	workBase string // root-owned parent of the task users' working directories; "" until needed
 }
 
 // New validates cfg, applies defaults, and returns an Agent. The error names
-// the offending Config field. New does no I/O.
+// the offending Config field. New does no network I/O; it looks up
+// Config.TaskUser and TaskUsersAllowed in the user database.
 func New(cfg Config) (*Agent, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
@@ -97,6 +102,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg:           cfg,
+		users:         cfg.users,
 		log:           cfg.Logger.With("component", "agent", "agent_name", cfg.Name),
 		cl:            &client{http: cfg.HTTPClient, token: cfg.Token},
 		newBackoff:    newBackoff,
@@ -135,6 +141,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	netCtx, cancelNet := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelNet()
 	a.log.Info("task supervisor", "path", a.cfg.SupervisorPath, "args", a.cfg.SupervisorArgs)
+	if a.cfg.TaskUser != "" || len(a.cfg.TaskUsersAllowed) > 0 {
+		a.log.Info("tasks run as another user", "task_user", a.cfg.TaskUser, "task_users_allowed", a.cfg.TaskUsersAllowed)
+	}
+	defer a.removeWorkBase()
 	if err := a.connect(ctx, true); err != nil {
 		if ctx.Err() == nil {
 			return err

@@ -105,6 +105,19 @@ type Config struct {
 	// and the others), and nothing else: entries that would match a
 	// VIGIL_* variable (the agent's configuration and tokens) are refused.
 	TaskEnvAllow []string
+	// TaskUser is the OS user every task runs as, unless its run_as_user
+	// names another (docs/task-environment.md): the supervisor switches to
+	// it (groups, gid, uid) before it starts the task, in a fresh working
+	// directory the user owns, with HOME, USER and LOGNAME set for it. A
+	// task then reads none of the agent's files that the user may not.
+	// Needs the agent to run as root; New refuses it otherwise, and
+	// refuses a user that does not exist or is root. Empty: tasks run as
+	// the agent's own user.
+	TaskUser string
+	// TaskUsersAllowed lists the users a task's run_as_user may name; a
+	// task naming any other fails with start_failed. Needs root, as
+	// TaskUser. Empty: no task may name one.
+	TaskUsersAllowed []string
 	// SupervisorPath is the program each task runs under (package
 	// agent/supervisor): it kills the task's process group when the agent
 	// dies, even by SIGKILL. It is started as
@@ -124,6 +137,8 @@ type Config struct {
 	// default fills them with SupervisorPath; setting them without
 	// SupervisorPath is an error naming this field.
 	SupervisorArgs []string
+
+	users map[string]*taskUser // TaskUser and TaskUsersAllowed resolved by normalize
 }
 
 // normalize validates c and returns a copy with defaults applied.
@@ -148,6 +163,9 @@ func (c Config) normalize() (Config, error) {
 		return c, err
 	}
 	if err = c.applySupervisor(); err != nil {
+		return c, err
+	}
+	if c.users, err = c.taskUsers(); err != nil {
 		return c, err
 	}
 	if c.Name == "" {

@@ -22,16 +22,22 @@ import (
 // a terminal's signals to the agent's group do not reach it. statusW is
 // the write end of the status pipe, the supervisor's descriptor 3: the
 // caller closes it once the process has started, and reads statusR with
-// supervisor.ReadStatus.
-func (a *Agent) command(t protocol.ClaimedTask, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
+// supervisor.ReadStatus. With a task user u the supervisor starts the
+// task as u in dir.
+func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir string, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
 	statusR, statusW, err = os.Pipe()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("status pipe for the task supervisor: %w", err)
 	}
-	args := append(slices.Clip(a.cfg.SupervisorArgs), supervisor.Args(os.Getpid(), a.cfg.KillGrace, t.Command)...)
+	var as *supervisor.Identity
+	var userEnv map[string]string
+	if u != nil {
+		as, userEnv = u.identity(dir), u.userEnv()
+	}
+	args := append(slices.Clip(a.cfg.SupervisorArgs), supervisor.Args(os.Getpid(), a.cfg.KillGrace, as, t.Command)...)
 	cmd = exec.Command(a.cfg.SupervisorPath, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), t)
+	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), userEnv, t)
 	cmd.ExtraFiles = []*os.File{statusW}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A descendant that keeps the pipes open must not hang Wait.

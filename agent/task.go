@@ -122,7 +122,18 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	if len(att.task.Command) == 0 {
 		return a.startFailed(ctx, att, errors.New("empty command"))
 	}
-	cmd, statusR, statusW, err := a.command(att.task, stdout, stderr)
+	u, err := a.taskUserFor(att.task.RunAsUser)
+	if err != nil {
+		return a.startFailed(ctx, att, err)
+	}
+	var dir string
+	if u != nil {
+		if dir, err = a.workDir(u); err != nil {
+			return a.startFailed(ctx, att, err)
+		}
+		defer a.removeWorkDir(dir, att.log)
+	}
+	cmd, statusR, statusW, err := a.command(att.task, u, dir, stdout, stderr)
 	if err != nil {
 		return a.startFailed(ctx, att, err)
 	}

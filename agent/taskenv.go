@@ -132,11 +132,13 @@ func envAllowed(allow []string, name string) bool {
 }
 
 // taskEnv builds a task's whole environment: the allowed variables of the
-// agent's environment base, then the task's env (sorted by name), then the
-// identity variables. A later entry wins over an earlier one with the same
-// name, and the result holds each name once, so the DAG's env overrides an
-// inherited PATH and nothing overrides VIGIL_RUN_ID.
-func taskEnv(allow, base []string, t protocol.ClaimedTask) []string {
+// agent's environment base, then user (HOME, USER and LOGNAME of the task
+// user, sorted by name; nil without one), then the task's env (sorted by
+// name), then the identity variables. A later entry wins over an earlier
+// one with the same name, and the result holds each name once, so the
+// DAG's env overrides an inherited PATH and nothing overrides
+// VIGIL_RUN_ID.
+func taskEnv(allow, base []string, user map[string]string, t protocol.ClaimedTask) []string {
 	var env []string
 	index := map[string]int{}
 	set := func(k, v string) {
@@ -153,13 +155,15 @@ func taskEnv(allow, base []string, t protocol.ClaimedTask) []string {
 			set(k, v)
 		}
 	}
-	keys := make([]string, 0, len(t.Env))
-	for k := range t.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		set(k, t.Env[k])
+	for _, vars := range []map[string]string{user, t.Env} {
+		keys := make([]string, 0, len(vars))
+		for k := range vars {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			set(k, vars[k])
+		}
 	}
 	set(EnvRunID, strconv.FormatInt(t.RunID, 10))
 	set(EnvDAGID, t.DAGID)

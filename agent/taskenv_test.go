@@ -73,7 +73,7 @@ func TestTaskEnvAllowConfig(t *testing.T) {
 	allow, err := normalizeTaskEnvAllow([]string{"PATH", "MY_*"})
 	require.NoError(t, err)
 	base := []string{"PATH=/bin", "HOME=/root", "MY_A=1", "MY_B=2", "MYX=3", "VIGIL_TOKEN=t", "VIGIL_RUN_ID=99", "broken"}
-	env := taskEnv(allow, base, protocol.ClaimedTask{
+	env := taskEnv(allow, base, nil, protocol.ClaimedTask{
 		Attempt: protocol.Attempt{TIID: 5, AttemptID: "a-1"}, RunID: 3, DAGID: "d", TaskID: "x", TryNumber: 2,
 		Env: map[string]string{"MY_B": "task", "VIGIL_RUN_ID": "42"},
 	})
@@ -115,7 +115,7 @@ func TestTaskEnvScheduleVariables(t *testing.T) {
 	loc := time.FixedZone("X", 2*3600)
 	ld := time.Date(2026, 1, 2, 5, 0, 0, 0, loc)
 	end := ld.Add(24 * time.Hour)
-	env := taskEnv(nil, nil, protocol.ClaimedTask{
+	env := taskEnv(nil, nil, nil, protocol.ClaimedTask{
 		RunType: "scheduled", LogicalDate: &ld, DataIntervalStart: &ld, DataIntervalEnd: &end,
 		Env: map[string]string{"VIGIL_LOGICAL_DATE": "x", "VIGIL_RUN_TYPE": "y"},
 	})
@@ -124,7 +124,7 @@ func TestTaskEnvScheduleVariables(t *testing.T) {
 	assert.NotContains(t, env, "VIGIL_LOGICAL_DATE=x")
 	assert.NotContains(t, env, "VIGIL_RUN_TYPE=y")
 
-	manual := taskEnv(nil, nil, protocol.ClaimedTask{RunType: "manual"})
+	manual := taskEnv(nil, nil, nil, protocol.ClaimedTask{RunType: "manual"})
 	assert.Subset(t, manual, []string{"VIGIL_RUN_TYPE=manual", "VIGIL_LOGICAL_DATE=",
 		"VIGIL_DATA_INTERVAL_START=", "VIGIL_DATA_INTERVAL_END="})
 }
@@ -133,7 +133,7 @@ func TestTaskEnvScheduleVariables(t *testing.T) {
 // VIGIL_PARAM_<KEY> and a key breaking the rule is dropped.
 func TestTaskEnvParams(t *testing.T) {
 	t.Parallel()
-	env := taskEnv(nil, nil, protocol.ClaimedTask{
+	env := taskEnv(nil, nil, nil, protocol.ClaimedTask{
 		Params: map[string]string{"dry_run": "true", "n": "7", "Bad": "x", "a-b": "y"},
 		Env:    map[string]string{"VIGIL_PARAM_N": "overridden"},
 	})

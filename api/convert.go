@@ -75,7 +75,7 @@ func toClaimedTasks(tasks []store.ClaimedTask) []protocol.ClaimedTask {
 		return protocol.ClaimedTask{Attempt: toAttempt(t.Attempt), RunID: t.RunID, DAGID: t.DAGID, TaskID: t.TaskID,
 			TryNumber: t.TryNumber, Command: t.Command, Env: t.Env, ExecutionTimeout: protocol.Duration(t.ExecutionTimeout),
 			RunType: t.RunType, LogicalDate: t.LogicalDate, DataIntervalStart: t.IntervalStart, DataIntervalEnd: t.IntervalEnd,
-			Params: t.Params}
+			Params: t.Params, RunAsUser: t.RunAsUser}
 	})
 }
 

@@ -13,6 +13,7 @@
 //	    retries: 2
 //	    retry_delay: 10s
 //	    execution_timeout: 5m
+//	    run_as_user: etl        # OS user on the agent (optional)
 //	  - id: load
 //	    depends_on: [extract]
 //	    command: ["sh", "-c", "..."]

@@ -131,6 +131,12 @@ type Task struct {
 	// ExecutionTimeout bounds one try; a try past it fails with reason
 	// execution_timeout. 0 means no limit; at most ExecutionTimeoutLimit.
 	ExecutionTimeout Duration `yaml:"execution_timeout,omitempty" json:"execution_timeout"`
+	// RunAsUser names the OS user the task runs as on its agent, instead of
+	// the agent's --task-user (docs/task-environment.md). The agent runs it
+	// only when the name is in its --task-users-allowed and fails the try
+	// with start_failed otherwise. Empty: the agent's choice. See
+	// RunAsUserRule for its shape.
+	RunAsUser string `yaml:"run_as_user,omitempty" json:"run_as_user,omitempty"`
 }
 
 // ApplyDefaults fills in the defaults that the zero values stand for

@@ -296,6 +296,30 @@ func (v *validator) task(tasks []Task, i int, first map[string]int) {
 	if r := durationRule(t.ExecutionTimeout, ExecutionTimeoutLimit); r != "" {
 		add("execution_timeout", "%s", r)
 	}
+	if t.RunAsUser != "" && !ValidUserName(t.RunAsUser) {
+		add("run_as_user", "%s must be an OS user name: %s", quote(t.RunAsUser), RunAsUserRule)
+	}
+}
+
+// RunAsUserRule is the shape of Task.RunAsUser: the portable user name of
+// POSIX and useradd's default NAME_REGEX, so that no name the agent looks
+// up can be a path, an option or a uid.
+const RunAsUserRule = "1 to 32 characters, a lower-case letter or '_' first, then lower-case letters, digits, '_' or '-'"
+
+// ValidUserName reports whether s has the shape RunAsUserRule states.
+func ValidUserName(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z':
+		case i > 0 && (r == '-' || r >= '0' && r <= '9'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // cycles reports dependency cycles found by a depth-first search in

@@ -49,6 +49,11 @@ func TestValidateAcceptsValidSpecs(t *testing.T) {
 			s.Tasks[0].ExecutionTimeout = Duration(ExecutionTimeoutLimit)
 		}},
 		{"retries at its limit", func(s *Spec) { s.Tasks[0].Retries = MaxRetries }},
+		{"run_as_user names of each shape", func(s *Spec) {
+			s.Tasks[0].RunAsUser = "nobody"
+			s.Tasks[1].RunAsUser = "_etl-2"
+			s.Tasks[2].RunAsUser = strings.Repeat("a", 32)
+		}},
 		{"empty command arguments after the first", func(s *Spec) { s.Tasks[0].Command = []string{"echo", ""} }},
 		{"exactly MaxTasks tasks", func(s *Spec) {
 			s.Tasks = nil
@@ -118,6 +123,12 @@ func TestValidateRejectsEachRule(t *testing.T) {
 		{"max_retry_delay over 24h", func(s *Spec) { s.Tasks[2].MaxRetryDelay = Duration(25 * time.Hour) }, `dag "etl": task "c": max_retry_delay: must be at most 24h; got 25h0m0s`},
 		{"execution_timeout negative", func(s *Spec) { s.Tasks[2].ExecutionTimeout = Duration(-time.Second) }, `dag "etl": task "c": execution_timeout: must not be negative; got -1s`},
 		{"execution_timeout over 7 days", func(s *Spec) { s.Tasks[2].ExecutionTimeout = Duration(ExecutionTimeoutLimit + 1) }, `dag "etl": task "c": execution_timeout: must be at most 168h (7 days); got 168h0m0.000000001s`},
+		// run_as_user
+		{"run_as_user a path", func(s *Spec) { s.Tasks[2].RunAsUser = "../root" }, `dag "etl": task "c": run_as_user: "../root" must be an OS user name: 1 to 32 characters`},
+		{"run_as_user a uid", func(s *Spec) { s.Tasks[2].RunAsUser = "0" }, `dag "etl": task "c": run_as_user: "0" must be an OS user name`},
+		{"run_as_user an option", func(s *Spec) { s.Tasks[2].RunAsUser = "-u" }, `dag "etl": task "c": run_as_user: "-u" must be an OS user name`},
+		{"run_as_user upper case", func(s *Spec) { s.Tasks[2].RunAsUser = "Etl" }, `dag "etl": task "c": run_as_user: "Etl" must be an OS user name`},
+		{"run_as_user too long", func(s *Spec) { s.Tasks[2].RunAsUser = strings.Repeat("a", 33) }, `must be an OS user name`},
 		// tags
 		{"empty tag", func(s *Spec) { s.Tasks[1].Tags = []string{"gpu", ""} }, `dag "etl": task "b": tags: tags must not be empty strings`},
 		{"repeated tag", func(s *Spec) { s.Tasks[1].Tags = []string{"gpu", "gpu"} }, `dag "etl": task "b": tags: tag "gpu" listed more than once`},

@@ -178,7 +178,7 @@ const claimSQL = `
 		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
 		SELECT a.tags, a.room, EXISTS (SELECT 1 FROM fit), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id,
 		       u.try_number, u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
-		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf
+		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf, u.run_as_user
 		  FROM a LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`
 
 // scanClaimed reads one row of claimSQL's result into c (the agent's
@@ -194,8 +194,9 @@ func scanClaimed(rows interface{ Scan(...any) error }, c *Claimability) (*Claime
 	var execUS *int64
 	var runType *string
 	var conf []byte
+	var runAs *string
 	if err := rows.Scan(&c.Tags, &c.Room, &c.Queued, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
-		&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf); err != nil {
+		&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf, &runAs); err != nil {
 		return nil, err
 	}
 	if id == nil {
@@ -205,6 +206,9 @@ func scanClaimed(rows interface{ Scan(...any) error }, c *Claimability) (*Claime
 	t.ExecutionTimeout = fromMicros(*execUS)
 	if runType != nil {
 		t.RunType = *runType
+	}
+	if runAs != nil {
+		t.RunAsUser = *runAs
 	}
 	var err error
 	if t.Params, err = confParams(conf); err != nil {

@@ -90,3 +90,25 @@ func TestTriggerRunConfReachesTheClaim(t *testing.T) {
 	assert.Equal(t, plain, tasks[0].RunID)
 	assert.Equal(t, map[string]string{"region": "eu", "dry": "true"}, tasks[0].Params, "defaults fill a plain trigger")
 }
+
+// TestClaimCarriesRunAsUser checks a task's run_as_user is snapshotted
+// with its run (task_instances.run_as_user, migration 014) and handed to
+// the claiming agent, and that a task without one claims with "".
+func TestClaimCarriesRunAsUser(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
+	require.NoError(t, err)
+	e.apply("dag_id: as\ntasks:\n  - id: etl\n    command: [\"true\"]\n    run_as_user: etl\n" +
+		"  - id: plain\n    command: [\"true\"]\n")
+	e.trigger("as")
+	e.tick()
+	tasks, err := e.st.Claim(e.ctx, agentID, 2)
+	require.NoError(t, err)
+	require.Len(t, tasks, 2)
+	got := map[string]string{}
+	for _, task := range tasks {
+		got[task.TaskID] = task.RunAsUser
+	}
+	assert.Equal(t, map[string]string{"etl": "etl", "plain": ""}, got)
+}

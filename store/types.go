@@ -92,6 +92,8 @@ type ClaimedTask struct {
 	LogicalDate, IntervalStart, IntervalEnd *time.Time
 	// Params are the run's conf rendered as strings, by key; nil: none.
 	Params map[string]string
+	// RunAsUser is the task's run_as_user; "" when it names none.
+	RunAsUser string
 }
 
 // Outcome is how an attempt ended, as its agent reports it.

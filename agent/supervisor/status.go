@@ -36,13 +36,39 @@ type Status struct {
 	Text string
 }
 
+// Identity is the OS user a task runs as when it is not the agent's own
+// (the agent's --task-user or a task's run_as_user,
+// docs/task-environment.md): the numeric ids the agent resolved from the
+// user's name, so that the supervisor reads no user database per start.
+type Identity struct {
+	// UID and GID are the user's id and primary group id; UID is never 0.
+	UID, GID int
+	// Groups are the supplementary group ids; empty: none.
+	Groups []int
+	// Dir is the task's working directory, an absolute path the user may
+	// write.
+	Dir string
+}
+
 // Args returns the supervisor's arguments after its program (and
 // subcommand) name: the agent's pid, whose death kills the task, the
 // SIGTERM to SIGKILL delay (a Go duration string on the command line),
-// and the task's argv after "--". Run parses exactly this shape.
-func Args(parentPID int, killGrace time.Duration, command []string) []string {
-	args := make([]string, 0, 5+len(command))
-	args = append(args, "--parent-pid", strconv.Itoa(parentPID), "--kill-grace", killGrace.String(), "--")
+// the identity to switch to (nil: none), and the task's argv after "--".
+// Run parses exactly this shape.
+func Args(parentPID int, killGrace time.Duration, as *Identity, command []string) []string {
+	args := make([]string, 0, 14+len(command))
+	args = append(args, "--parent-pid", strconv.Itoa(parentPID), "--kill-grace", killGrace.String())
+	if as != nil {
+		args = append(args, "--uid", strconv.Itoa(as.UID), "--gid", strconv.Itoa(as.GID), "--dir", as.Dir)
+		if len(as.Groups) > 0 {
+			gs := make([]string, len(as.Groups))
+			for i, g := range as.Groups {
+				gs[i] = strconv.Itoa(g)
+			}
+			args = append(args, "--groups", strings.Join(gs, ","))
+		}
+	}
+	args = append(args, "--")
 	return append(args, command...)
 }
 

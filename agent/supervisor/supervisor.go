@@ -34,9 +34,11 @@ import (
 // Subcommand is the hidden subcommand of the vigil binary that runs Run,
 // for when no ProgramName binary is installed beside it. The agent starts
 //
-//	vigil-supervise    --parent-pid <agent pid> --kill-grace <d> -- <command...>
-//	vigil __supervise  --parent-pid <agent pid> --kill-grace <d> -- <command...>
+//	vigil-supervise    --parent-pid <agent pid> --kill-grace <d> [identity] -- <command...>
+//	vigil __supervise  --parent-pid <agent pid> --kill-grace <d> [identity] -- <command...>
 //
+// where identity, for a task that runs as another OS user (Identity), is
+// --uid U --gid G [--groups G1,G2...] --dir D
 // (Args builds the part from --parent-pid on) with the task's
 // environment, stdout and stderr, and the status pipe as descriptor
 // StatusFD.
@@ -92,6 +94,11 @@ const defaultKillGrace = 10 * time.Second
 //     status pipe, kills whatever the leader left in its group (SIGTERM,
 //     SIGKILL after the grace) and exits with the leader's code, or 128 +
 //     the signal number.
+//   - With an Identity it starts the task as that user: the child sets its
+//     supplementary groups, then its gid, then its uid before it execs
+//     (SysProcAttr.Credential), in Identity.Dir. The supervisor itself
+//     keeps the agent's user (root), so the task can neither signal nor
+//     trace it, and it can still kill the task's group.
 //
 // The task inherits stdin, stdout, stderr and the environment; never the
 // status pipe. After the start the supervisor writes nothing to stdout or
@@ -112,10 +119,11 @@ func Run(args []string) int {
 		report(KindStartFailed, msg)
 		return ExitFailed
 	}
-	parent, grace, argv, err := parseArgs(args)
+	opts, err := parseArgs(args)
 	if err != nil {
 		return fail(err)
 	}
+	parent, grace, argv := opts.parent, opts.grace, opts.argv
 	sigs := make(chan os.Signal, 16)
 	ossignal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
@@ -131,6 +139,17 @@ func Run(args []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if as := opts.as; as != nil {
+		if os.Geteuid() != 0 {
+			return fail(fmt.Errorf("--uid %d: switching to another user needs root; the supervisor runs as uid %d", as.UID, os.Geteuid()))
+		}
+		groups := make([]uint32, len(as.Groups))
+		for i, g := range as.Groups {
+			groups[i] = uint32(g)
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(as.UID), Gid: uint32(as.GID), Groups: groups}
+		cmd.Dir = as.Dir
+	}
 	if err := cmd.Start(); err != nil {
 		report(KindStartFailed, err.Error())
 		return ExitNoExec
@@ -172,26 +191,69 @@ func Run(args []string) int {
 	}
 }
 
-// parseArgs reads --parent-pid, --kill-grace and the command after --;
-// each error names the flag and the rule.
-func parseArgs(args []string) (parent int, grace time.Duration, argv []string, err error) {
+// options are the supervisor's parsed arguments.
+type options struct {
+	parent int
+	grace  time.Duration
+	as     *Identity // nil: the task keeps the supervisor's user
+	argv   []string
+}
+
+// parseArgs reads --parent-pid, --kill-grace, the identity flags and the
+// command after --; each error names the flag and the rule.
+func parseArgs(args []string) (options, error) {
+	var o options
+	var uid, gid int
+	var groups, dir string
 	fs := flag.NewFlagSet(ProgramName, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.IntVar(&parent, "parent-pid", 0, "pid of the agent; its death kills the task")
-	fs.DurationVar(&grace, "kill-grace", defaultKillGrace, "SIGTERM to SIGKILL delay")
+	fs.IntVar(&o.parent, "parent-pid", 0, "pid of the agent; its death kills the task")
+	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "SIGTERM to SIGKILL delay")
+	fs.IntVar(&uid, "uid", -1, "run the task as this uid")
+	fs.IntVar(&gid, "gid", -1, "and this primary gid")
+	fs.StringVar(&groups, "groups", "", "and these supplementary gids, comma-separated")
+	fs.StringVar(&dir, "dir", "", "in this working directory")
 	if err := fs.Parse(args); err != nil {
-		return 0, 0, nil, err
+		return o, err
 	}
-	argv = fs.Args()
+	o.argv = fs.Args()
 	switch {
-	case parent <= 0:
-		return 0, 0, nil, fmt.Errorf("--parent-pid: must be a pid greater than 0, got %d", parent)
-	case grace < 0:
-		return 0, 0, nil, fmt.Errorf("--kill-grace: must not be negative, got %s", grace)
-	case len(argv) == 0:
-		return 0, 0, nil, errors.New("no command after --")
+	case o.parent <= 0:
+		return o, fmt.Errorf("--parent-pid: must be a pid greater than 0, got %d", o.parent)
+	case o.grace < 0:
+		return o, fmt.Errorf("--kill-grace: must not be negative, got %s", o.grace)
+	case len(o.argv) == 0:
+		return o, errors.New("no command after --")
 	}
-	return parent, grace, argv, nil
+	if uid == -1 && gid == -1 && groups == "" && dir == "" {
+		return o, nil
+	}
+	as, err := parseIdentity(uid, gid, groups, dir)
+	o.as = as
+	return o, err
+}
+
+// parseIdentity checks the identity flags, which come all together.
+func parseIdentity(uid, gid int, groups, dir string) (*Identity, error) {
+	switch {
+	case uid <= 0:
+		return nil, fmt.Errorf("--uid: must be a uid greater than 0 (a task never runs as root this way), got %d", uid)
+	case gid < 0:
+		return nil, fmt.Errorf("--gid: required with --uid, and not negative, got %d", gid)
+	case dir == "" || dir[0] != '/':
+		return nil, fmt.Errorf("--dir: required with --uid, an absolute path, got %q", dir)
+	}
+	as := &Identity{UID: uid, GID: gid, Dir: dir}
+	if groups != "" {
+		for _, g := range strings.Split(groups, ",") {
+			n, err := strconv.Atoi(g)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("--groups: %q must be a comma-separated list of gids", groups)
+			}
+			as.Groups = append(as.Groups, n)
+		}
+	}
+	return as, nil
 }
 
 // reapChildren waits for every child of the supervisor, the task's leader

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,20 +75,77 @@ func TestSupervisorKillsTaskTreeWhenAgentDies(t *testing.T) {
 	for _, f := range forms(t) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			killTreeWithAgent(t, f)
+			killTreeWithAgent(t, f, nil)
 		})
 	}
 }
 
-func killTreeWithAgent(t *testing.T, f form) {
+// nobody is the identity of the OS user nobody (65534:65534) with a
+// fresh working directory it owns; the test needs root, as the agent does
+// to switch users.
+func nobody(t *testing.T) *Identity {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("switching to another user needs root")
+	}
+	dir, err := os.MkdirTemp("", "vigil-supervise-as-*") // t.TempDir's parent is root's 0700
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	return &Identity{UID: 65534, GID: 65534, Groups: []int{65534}, Dir: dir}
+}
+
+// TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies is the guarantee
+// above for a task that runs as another user: the supervisor, still the
+// agent's user, kills a tree it does not own.
+func TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies(t *testing.T) {
+	t.Parallel()
+	for _, f := range forms(t) {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			as := nobody(t)
+			killTreeWithAgent(t, f, as)
+		})
+	}
+}
+
+// TestSupervisorRunsTaskAsIdentity checks the switch itself: the task's
+// real and effective ids, its groups, its working directory, and that it
+// may write there and not where only root may, with its exact wait status
+// reported as before.
+func TestSupervisorRunsTaskAsIdentity(t *testing.T) {
+	t.Parallel()
+	for _, f := range forms(t) {
+		as := nobody(t)
+		out := filepath.Join(as.Dir, "out")
+		script := `echo "$(id -ru) $(id -u) $(id -rg) $(id -g) $(id -G) $(pwd)" > out; ` +
+			`if echo x > "$ROOTONLY" 2>/dev/null; then echo wrote; fi >> out; exit 7`
+		rootOnly := filepath.Join(t.TempDir(), "root-only")
+		lines, exit := superviseAs(t, f, as, []string{"ROOTONLY=" + rootOnly}, "sh", "-c", script)
+		require.Len(t, lines, 2, "%s: %v", f.name, lines)
+		assert.Equal(t, Status{Kind: KindExited, N: 7, Text: "7"}, lines[1], f.name)
+		assert.Equal(t, 7, exit, f.name)
+		got, err := os.ReadFile(out)
+		require.NoError(t, err, f.name)
+		assert.Equal(t, "65534 65534 65534 65534 65534 "+as.Dir+"\n", string(got), f.name)
+		assert.NoFileExists(t, rootOnly, "%s: the task wrote into a directory of root's", f.name)
+	}
+}
+
+func killTreeWithAgent(t *testing.T, f form, as *Identity) {
 	dir := t.TempDir()
+	lead := f.lead
+	if as != nil {
+		dir = as.Dir // the task writes its pid files there
+		lead = append(slices.Clip(f.lead), Args(1, 0, as, nil)[4:len(Args(1, 0, as, nil))-1]...)
+	}
 	const grace = 500 * time.Millisecond
 	task := `echo $$ > "$DIR/leader.tmp" && mv "$DIR/leader.tmp" "$DIR/leader"
 (trap "" TERM; exec sleep 300) & echo $! > "$DIR/stubborn.tmp" && mv "$DIR/stubborn.tmp" "$DIR/stubborn"
 sleep 300 & echo $! > "$DIR/plain.tmp" && mv "$DIR/plain.tmp" "$DIR/plain"
 wait`
 	agent := exec.Command("sh", append([]string{"-c",
-		`"$0" "$@" --parent-pid $$ --kill-grace "$GRACE" -- sh -c "$TASK" & wait`, f.path}, f.lead...)...)
+		`"$0" "$@" --parent-pid $$ --kill-grace "$GRACE" -- sh -c "$TASK" & wait`, f.path}, lead...)...)
 	agent.Env = append(os.Environ(), "DIR="+dir, "GRACE="+grace.String(), "TASK="+task)
 	agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 reaches the stand-in only
 	require.NoError(t, agent.Start())
@@ -101,6 +159,11 @@ wait`
 	}
 	for _, pid := range pids {
 		require.False(t, proctest.Gone(pid), "pid %d runs before the agent dies", pid)
+		if as != nil {
+			fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+			require.NoError(t, err)
+			require.Equal(t, uint32(as.UID), fi.Sys().(*syscall.Stat_t).Uid, "pid %d runs as the task's user", pid)
+		}
 	}
 	require.NoError(t, syscall.Kill(agent.Process.Pid, syscall.SIGKILL))
 	killed := time.Now()
@@ -153,9 +216,16 @@ func TestSupervisorReportsExactWaitStatus(t *testing.T) {
 // returns the status lines and the supervisor's exit code.
 func supervise(t *testing.T, f form, command ...string) ([]Status, int) {
 	t.Helper()
+	return superviseAs(t, f, nil, nil, command...)
+}
+
+// superviseAs is supervise with an identity and extra environment.
+func superviseAs(t *testing.T, f form, as *Identity, env []string, command ...string) ([]Status, int) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	cmd := exec.Command(f.path, append(append([]string{}, f.lead...), Args(os.Getpid(), time.Second, command)...)...)
+	cmd := exec.Command(f.path, append(append([]string{}, f.lead...), Args(os.Getpid(), time.Second, as, command)...)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.ExtraFiles = []*os.File{w}
 	require.NoError(t, cmd.Start())
 	_ = w.Close()
@@ -183,6 +253,10 @@ func TestSupervisorRejectsBadArguments(t *testing.T) {
 			"--kill-grace: must not be negative":          {"--parent-pid", pid, "--kill-grace", "-1s", "--", "true"},
 			"no command after --":                         {"--parent-pid", pid, "--"},
 			"invalid value \"soon\" for flag -kill-grace": {"--parent-pid", pid, "--kill-grace", "soon", "--", "true"},
+			"--uid: must be a uid greater than 0":         {"--parent-pid", pid, "--uid", "0", "--gid", "0", "--dir", "/", "--", "true"},
+			"--gid: required with --uid":                  {"--parent-pid", pid, "--uid", "65534", "--dir", "/", "--", "true"},
+			"--dir: required with --uid":                  {"--parent-pid", pid, "--uid", "65534", "--gid", "65534", "--", "true"},
+			"--groups: \"1,x\" must be a comma-separated": {"--parent-pid", pid, "--uid", "65534", "--gid", "65534", "--dir", "/", "--groups", "1,x", "--", "true"},
 		} {
 			out, err := exec.Command(f.path, append(append([]string{}, f.lead...), args...)...).CombinedOutput()
 			var ee *exec.ExitError
@@ -197,12 +271,14 @@ func TestSupervisorRejectsBadArguments(t *testing.T) {
 // supervisor parses, a command that looks like flags included.
 func TestArgsRoundTrip(t *testing.T) {
 	t.Parallel()
-	command := []string{"sh", "-c", "echo --parent-pid 1", "--kill-grace", "--"}
-	parent, grace, argv, err := parseArgs(Args(4242, 1500*time.Millisecond, command))
+	command := []string{"sh", "-c", "echo --parent-pid 1", "--kill-grace", "--uid", "0", "--"}
+	o, err := parseArgs(Args(4242, 1500*time.Millisecond, nil, command))
 	require.NoError(t, err)
-	assert.Equal(t, 4242, parent)
-	assert.Equal(t, 1500*time.Millisecond, grace)
-	assert.Equal(t, command, argv)
+	assert.Equal(t, options{parent: 4242, grace: 1500 * time.Millisecond, argv: command}, o)
+	as := &Identity{UID: 1001, GID: 1002, Groups: []int{1002, 27}, Dir: "/tmp/w"}
+	o, err = parseArgs(Args(4242, time.Second, as, command))
+	require.NoError(t, err)
+	assert.Equal(t, options{parent: 4242, grace: time.Second, as: as, argv: command}, o)
 }
 
 // TestReadStatusDropsUnparsableLines feeds ReadStatus what a supervisor

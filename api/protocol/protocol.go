@@ -133,6 +133,10 @@ type ClaimedTask struct {
 	// Params are the run's parameters as strings, by key; the task's
 	// VIGIL_PARAM_<KEY> (docs/params.md). Absent: none.
 	Params map[string]string `json:"params,omitempty"`
+	// RunAsUser is the OS user the task's run_as_user names; the agent
+	// runs it so only when its --task-users-allowed lists the name
+	// (docs/task-environment.md). Absent: the agent's --task-user.
+	RunAsUser string `json:"run_as_user,omitempty"`
 }
 
 // ClaimResponse lists the claimed TIs; empty when the long poll timed out.

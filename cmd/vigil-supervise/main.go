@@ -9,7 +9,8 @@
 //
 // Usage (the agent builds it with supervisor.Args):
 //
-//	vigil-supervise --parent-pid PID --kill-grace DURATION -- COMMAND [ARG...]
+//	vigil-supervise --parent-pid PID --kill-grace DURATION \
+//	    [--uid UID --gid GID [--groups GID,...] --dir DIR] -- COMMAND [ARG...]
 package main
 
 import (

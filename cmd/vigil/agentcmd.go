@@ -30,6 +30,7 @@ func newAgentCmd() *cobra.Command {
 		envAllow  []string
 		killGrace time.Duration
 		superv    string
+		users     taskUserOpts
 	)
 	var tokenFile *secretFile
 	var tlsOpts clientTLSOpts
@@ -55,6 +56,9 @@ func newAgentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := users.check(); err != nil {
+				return err
+			}
 			log, err := newLogger(cmd, os.Stderr)
 			if err != nil {
 				return err
@@ -63,7 +67,7 @@ func newAgentCmd() *cobra.Command {
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
 				DrainTimeout: drain, ClaimWait: claimWait, ClaimWindow: claimWindow, Ephemeral: ephemeral, Logger: log, HTTPClient: httpClient,
 				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
-				KillGrace: killGrace, SupervisorPath: superv,
+				KillGrace: killGrace, SupervisorPath: superv, TaskUser: users.user, TaskUsersAllowed: users.allowed,
 			})
 			if err != nil {
 				return usageError("%v", err)
@@ -92,7 +96,42 @@ func newAgentCmd() *cobra.Command {
 			" beside this binary, else this binary's own "+supervisor.Subcommand+")")
 	f.StringSliceVar(&envAllow, "task-env-allow", agent.DefaultTaskEnvAllowList(),
 		"variables of the agent's environment that tasks inherit, comma-separated; NAME* is a prefix; VIGIL_* is refused (docs/task-environment.md)")
+	addTaskUserFlags(f, "", &users)
 	return cmd
+}
+
+// taskUserOpts are the flags that run tasks as other OS users
+// (agent.Config.TaskUser, TaskUsersAllowed).
+type taskUserOpts struct {
+	prefix  string // "" for vigil agent, "agent-" for vigil lite
+	user    string
+	allowed []string
+}
+
+// addTaskUserFlags adds --<prefix>task-user and --<prefix>task-users-allowed.
+func addTaskUserFlags(f *pflag.FlagSet, prefix string, o *taskUserOpts) {
+	o.prefix = prefix
+	f.StringVar(&o.user, prefix+"task-user", "",
+		"OS user every task runs as (needs root; docs/task-environment.md); empty: the agent's own user")
+	f.StringSliceVar(&o.allowed, prefix+"task-users-allowed", nil,
+		"OS users a task's run_as_user may name, comma-separated (needs root); empty: none")
+}
+
+// geteuid is os.Geteuid; the test of the refusal without root replaces it.
+var geteuid = os.Geteuid
+
+// check refuses the flags without root, once and naming them: the
+// supervisor switches users with setuid, which only root may call.
+func (o *taskUserOpts) check() error {
+	if euid := geteuid(); (o.user != "" || len(o.allowed) > 0) && euid != 0 {
+		name := "--" + o.prefix + "task-user"
+		if o.user == "" {
+			name = "--" + o.prefix + "task-users-allowed"
+		}
+		return usageError("%s: running tasks as another OS user needs root (the task supervisor switches user with setuid), "+
+			"and vigil runs as uid %d: run it as root, or leave %s out", name, euid, name)
+	}
+	return nil
 }
 
 // addClaimWindowFlag adds the agent's claim window flag (agent.Config.ClaimWindow)
