@@ -143,9 +143,12 @@ func toLogList(p store.LogPage) protocol.LogList {
 }
 
 func toDAGs(dags []store.DAGSummary) []protocol.DAG {
-	return convertSlice(dags, func(d store.DAGSummary) protocol.DAG {
-		return protocol.DAG{DAGID: d.DAGID, Tasks: d.Tasks, UpdatedAt: d.UpdatedAt}
-	})
+	return convertSlice(dags, toDAG)
+}
+
+// toDAG is one DAG without its spec (getDAG adds it).
+func toDAG(d store.DAGSummary) protocol.DAG {
+	return protocol.DAG{DAGID: d.DAGID, Tasks: d.Tasks, Paused: d.Paused, SpecBytes: d.SpecBytes, UpdatedAt: d.UpdatedAt}
 }
 
 func toRun(r store.Run) protocol.Run {

@@ -42,7 +42,7 @@ func (s *Server) listDAGs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getDAG(w http.ResponseWriter, r *http.Request) {
-	spec, updated, err := s.cfg.Store.GetDAG(r.Context(), r.PathValue("dag_id"))
+	spec, sum, err := s.cfg.Store.GetDAG(r.Context(), r.PathValue("dag_id"))
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -52,7 +52,9 @@ func (s *Server) getDAG(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, protocol.DAG{DAGID: spec.DAGID, Tasks: len(spec.Tasks), Spec: body, UpdatedAt: updated})
+	out := toDAG(sum)
+	out.Spec = body
+	writeJSON(w, http.StatusOK, out)
 }
 
 // applyDAG parses and validates the YAML with package dag; an invalid spec

@@ -56,33 +56,37 @@ func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 // ListDAGs returns every applied DAG ordered by id, without specs.
 func (s *Store) ListDAGs(ctx context.Context) ([]DAGSummary, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT dag_id, jsonb_array_length(spec->'tasks'), updated_at FROM dags ORDER BY dag_id`)
+		SELECT dag_id, jsonb_array_length(spec->'tasks'), paused, octet_length(spec::text), updated_at
+		  FROM dags ORDER BY dag_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list dags: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DAGSummary, error) {
 		var d DAGSummary
-		err := r.Scan(&d.DAGID, &d.Tasks, &d.UpdatedAt)
+		err := r.Scan(&d.DAGID, &d.Tasks, &d.Paused, &d.SpecBytes, &d.UpdatedAt)
 		return d, err
 	})
 }
 
-// GetDAG returns one DAG's parsed spec, or ErrNotFound.
-func (s *Store) GetDAG(ctx context.Context, dagID string) (*dag.Spec, time.Time, error) {
+// GetDAG returns one DAG's parsed spec and its summary (pause state,
+// size, last change), or ErrNotFound.
+func (s *Store) GetDAG(ctx context.Context, dagID string) (*dag.Spec, DAGSummary, error) {
 	var body []byte
-	var updated time.Time
-	err := s.pool.QueryRow(ctx, `SELECT spec, updated_at FROM dags WHERE dag_id = $1`, dagID).Scan(&body, &updated)
+	var d DAGSummary
+	err := s.pool.QueryRow(ctx, `SELECT dag_id, paused, spec::text, updated_at FROM dags WHERE dag_id = $1`, dagID).
+		Scan(&d.DAGID, &d.Paused, &body, &d.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, time.Time{}, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
+		return nil, d, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("get dag %q: %w", dagID, err)
+		return nil, d, fmt.Errorf("get dag %q: %w", dagID, err)
 	}
 	var spec dag.Spec
 	if err := json.Unmarshal(body, &spec); err != nil {
-		return nil, time.Time{}, fmt.Errorf("get dag %q: decode stored spec: %w", dagID, err)
+		return nil, d, fmt.Errorf("get dag %q: decode stored spec: %w", dagID, err)
 	}
-	return &spec, updated, nil
+	d.Tasks, d.SpecBytes = len(spec.Tasks), len(body)
+	return &spec, d, nil
 }
 
 // SetPaused pauses (paused true) or unpauses a DAG: a paused DAG's

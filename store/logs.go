@@ -69,7 +69,8 @@ func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []LogLine) 
 // agent's order, so replayed lines and gap markers sit where they happened;
 // follow-up reads are ordered by id so the cursor never skips a line.
 // try 0 means every try.
-// Errors: ErrNotFound when the run has no such task.
+// Errors: ErrNotFound, naming the run when it does not exist, else the
+// task the run does not have.
 func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try int, afterID int64, limit int) (LogPage, error) {
 	if limit <= 0 || limit > 10000 {
 		limit = 10000
@@ -79,7 +80,7 @@ func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try in
 	err := s.pool.QueryRow(ctx, `SELECT id, state FROM task_instances WHERE run_id = $1 AND task_id = $2`, runID, taskID).
 		Scan(&tiID, &out.TIState)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return out, fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
+		return out, s.missingTask(ctx, runID, taskID)
 	}
 	if err != nil {
 		return out, fmt.Errorf("read logs: %w", err)
@@ -102,4 +103,18 @@ func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try in
 		return out, fmt.Errorf("read logs: %w", err)
 	}
 	return out, nil
+}
+
+// missingTask is the error for a task instance that was not found: it
+// names the run when the run itself does not exist (`vigil logs 7 x` for
+// a run 7 that was never created), else the task. Both wrap ErrNotFound.
+func (s *Store) missingTask(ctx context.Context, runID int64, taskID string) error {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)`, runID).Scan(&exists); err != nil {
+		return fmt.Errorf("read logs of run %d: %w", runID, err)
+	}
+	if !exists {
+		return fmt.Errorf("run %d: %w", runID, ErrNotFound)
+	}
+	return fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,4 +67,46 @@ func TestGetDAGScheduleReadsPauseNextSlotAndLastSlot(t *testing.T) {
 
 	_, err = e.st.GetDAGSchedule(e.ctx, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestListAndGetDAGShowThePause: a pause is visible in ListDAGs and
+// GetDAG (not only in a second pause's "already paused"), and both give
+// the stored spec's size, the same from either.
+func TestListAndGetDAGShowThePause(t *testing.T) {
+	e := newSchedEnv(t)
+	e.apply("dag_id: a\ntasks:\n  - id: x\n    command: [\"true\"]\n")
+	e.apply("dag_id: b\npaused: true\nschedule: \"@daily\"\nstart_date: 2026-01-01T00:00:00Z\ntasks:\n  - id: y\n    command: [\"true\"]\n")
+	_, err := e.st.SetPaused(e.ctx, "a", true)
+	require.NoError(t, err)
+	_, err = e.st.SetPaused(e.ctx, "b", false)
+	require.NoError(t, err)
+
+	list, err := e.st.ListDAGs(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	assert.True(t, list[0].Paused, "a was paused")
+	assert.False(t, list[1].Paused, "b was unpaused: the spec's paused is only its initial state")
+	for _, d := range list {
+		_, one, err := e.st.GetDAG(e.ctx, d.DAGID)
+		require.NoError(t, err)
+		assert.Equal(t, d.Paused, one.Paused, "%s: GetDAG agrees with ListDAGs", d.DAGID)
+		assert.Positive(t, one.SpecBytes, d.DAGID)
+		assert.Equal(t, d.SpecBytes, one.SpecBytes, "%s: the same size from both", d.DAGID)
+		assert.Equal(t, 1, one.Tasks)
+	}
+}
+
+// TestReadLogsNamesAMissingRun: the logs of a run that does not exist
+// are "run N: not found", not a missing task; a run without the task
+// names the task.
+func TestReadLogsNamesAMissingRun(t *testing.T) {
+	e := newSchedEnv(t)
+	e.apply("dag_id: a\ntasks:\n  - id: x\n    command: [\"true\"]\n")
+	run := e.trigger("a")
+	_, err := e.st.ReadLogs(e.ctx, run+100, "x", 0, 0, 10)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	assert.Equal(t, fmt.Sprintf("run %d: not found", run+100), err.Error())
+	_, err = e.st.ReadLogs(e.ctx, run, "validate", 0, 0, 10)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	assert.Equal(t, fmt.Sprintf("run %d task \"validate\": not found", run), err.Error())
 }

@@ -162,10 +162,14 @@ type LogPage struct {
 }
 
 // DAGSummary is one applied DAG as ListDAGs returns it: its id, number of
-// tasks and last change, without the spec (GetDAG returns that).
+// tasks, whether its schedule is paused (dags.paused, set by pause and
+// unpause), the stored spec's size in bytes (its JSON text) and its last change, without
+// the spec itself (GetDAG returns that).
 type DAGSummary struct {
 	DAGID     string
 	Tasks     int
+	Paused    bool
+	SpecBytes int
 	UpdatedAt time.Time
 }
 

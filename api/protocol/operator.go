@@ -6,11 +6,16 @@ import (
 	"time"
 )
 
-// DAG is one applied DAG as returned by GET /v1/dags. Spec is the
-// validated spec in JSON form (package dag's Spec).
+// DAG is one applied DAG as returned by GET /v1/dags. Paused is the
+// DAG's pause state now (pause and unpause set it; a spec's paused is only
+// its initial state). SpecBytes is the stored spec's size in bytes (its
+// JSON text). Spec is the validated spec in JSON form (package dag's
+// Spec), only from GET /v1/dags/{dag_id}.
 type DAG struct {
 	DAGID     string          `json:"dag_id"`
 	Tasks     int             `json:"tasks"`
+	Paused    bool            `json:"paused"`
+	SpecBytes int             `json:"spec_bytes"`
 	Spec      json.RawMessage `json:"spec,omitempty"`
 	UpdatedAt time.Time       `json:"updated_at"`
 }

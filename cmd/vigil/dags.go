@@ -109,15 +109,15 @@ func newDagsListCmd(o *clientOpts) *cobra.Command {
 				api: protocol.DAGList{DAGs: dags},
 				table: func(w io.Writer, wide bool) error {
 					tw := newTable(w)
-					head := []string{"DAG_ID", "TASKS", "UPDATED"}
+					head := []string{"DAG_ID", "TASKS", "PAUSED", "UPDATED"}
 					if wide {
 						head = append(head, "SPEC_BYTES")
 					}
 					tableRow(tw, head...)
 					for _, d := range dags {
-						row := []string{d.DAGID, strconv.Itoa(d.Tasks), fmtTime(d.UpdatedAt)}
+						row := []string{d.DAGID, strconv.Itoa(d.Tasks), strconv.FormatBool(d.Paused), fmtTime(d.UpdatedAt)}
 						if wide {
-							row = append(row, strconv.Itoa(len(d.Spec)))
+							row = append(row, strconv.Itoa(d.SpecBytes))
 						}
 						tableRow(tw, row...)
 					}

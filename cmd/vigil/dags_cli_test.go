@@ -127,21 +127,31 @@ func TestDagsList(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
 	f.reply("GET /v1/dags", http.StatusOK, protocol.DAGList{DAGs: []protocol.DAG{
-		{DAGID: "pipeline", Tasks: 3, UpdatedAt: cliTime(5)},
+		{DAGID: "pipeline", Tasks: 3, Paused: true, SpecBytes: 412, UpdatedAt: cliTime(5)},
+		{DAGID: "zeta", Tasks: 1, SpecBytes: 90, UpdatedAt: cliTime(6)},
 	}})
 	r := runCLI(t, append([]string{"dags", "list"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 2)
-	assert.Equal(t, []string{"DAG_ID", "TASKS", "UPDATED"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{"pipeline", "3", fmtTime(cliTime(5))}, strings.Fields(lines[1]))
+	require.Len(t, lines, 3)
+	assert.Equal(t, []string{"DAG_ID", "TASKS", "PAUSED", "UPDATED"}, strings.Fields(lines[0]))
+	assert.Equal(t, append([]string{"pipeline", "3", "true"}, strings.Fields(fmtTime(cliTime(5)))...), strings.Fields(lines[1]))
+	assert.Equal(t, append([]string{"zeta", "1", "false"}, strings.Fields(fmtTime(cliTime(6)))...), strings.Fields(lines[2]))
+
+	r = runCLI(t, append([]string{"dags", "list", "-o", "wide"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3)
+	assert.Equal(t, "SPEC_BYTES", strings.Fields(lines[0])[4])
+	assert.Equal(t, "412", strings.Fields(lines[1])[len(strings.Fields(lines[1]))-1], "the size the API reports, not the list's empty spec")
 
 	r = runCLI(t, append([]string{"dags", "list", "-o", "json"}, f.serverArgs()...)...)
 	require.NoError(t, r.err)
 	var list protocol.DAGList // the API's shape (GET /v1/dags)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
-	require.Len(t, list.DAGs, 1)
+	require.Len(t, list.DAGs, 2)
 	assert.Equal(t, "pipeline", list.DAGs[0].DAGID)
+	assert.True(t, list.DAGs[0].Paused)
 }
 
 func TestDagsPauseAndUnpause(t *testing.T) {

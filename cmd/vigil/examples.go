@@ -13,8 +13,8 @@ var examples = map[string]string{
 	"vigil": `  # Start Lite (API, scheduler and two agents) with the example DAGs
   vigil lite --dags examples/
 
-  # Trigger a run and wait for it, then read its timeline
-  vigil runs trigger hello --wait
+  # Trigger a run of the example pipeline, wait for it, then read its timeline
+  vigil runs trigger pipeline --wait
   vigil runs events 1`,
 	"vigil lite": `  # A private PostgreSQL under .vigil, two in-process agents, the API on :8080
   vigil lite --dags examples/

@@ -1,14 +1,23 @@
-// DAGs: the list with a trigger button each, and a DAG's page with its
-// run parameters (the spec's params, with their types and defaults).
+// DAGs: the list with each DAG's pause state and a trigger button, and a
+// DAG's page with its pause state, pause/unpause and its run parameters
+// (the spec's params, with their types and defaults).
 import { api } from "../api.js";
 import { esc, errorBox, fmtTime } from "../util.js";
 
+const readOnly = ` disabled title="the viewer role is read-only"`;
+
+// pausedBadge tells the pause state in words and a symbol, not colour alone.
+export function pausedBadge(paused) {
+  return paused ? `<span class="badge s-cancelled" data-paused="true"><span aria-hidden="true">⏸</span>paused</span>`
+    : `<span class="badge s-active" data-paused="false"><span aria-hidden="true">●</span>active</span>`;
+}
+
 export async function dagsPage(ctx) {
   const dags = (await api("GET", "/v1/dags")).dags;
-  const ro = ctx.session.viewer ? ` disabled title="the viewer role is read-only"` : "";
-  ctx.main.innerHTML = `<h1>DAGs</h1><div class="card"><table><thead><tr><th>DAG</th><th>Tasks</th><th>Updated</th><th></th></tr></thead><tbody>${
+  const ro = ctx.session.viewer ? readOnly : "";
+  ctx.main.innerHTML = `<h1>DAGs</h1><div class="card"><table><thead><tr><th>DAG</th><th>Tasks</th><th>State</th><th>Updated</th><th></th></tr></thead><tbody>${
     dags.map((d) => `<tr data-dag="${esc(d.dag_id)}"><td><a href="#/dags/${encodeURIComponent(d.dag_id)}">${esc(d.dag_id)}</a></td><td>${d.tasks}</td>
-      <td>${fmtTime(d.updated_at)}</td><td><a href="#/runs?dag=${encodeURIComponent(d.dag_id)}">runs</a>
+      <td>${pausedBadge(d.paused)}</td><td>${fmtTime(d.updated_at)}</td><td><a href="#/runs?dag=${encodeURIComponent(d.dag_id)}">runs</a>
       <a href="#/dags/${encodeURIComponent(d.dag_id)}"><button${ro}>Trigger…</button></a></td></tr>`).join("")}</tbody></table></div>`;
 }
 
@@ -28,14 +37,34 @@ export async function dagPage(ctx, dagID) {
   const dag = await api("GET", `/v1/dags/${encodeURIComponent(dagID)}`);
   const spec = dag.spec || {};
   const params = spec.params || {};
-  const ro = ctx.session.viewer ? ` disabled title="the viewer role is read-only"` : "";
+  const ro = ctx.session.viewer ? readOnly : "";
   ctx.main.innerHTML = `<h1>DAG ${esc(dagID)}</h1>
-    <div class="card"><dl class="kv"><dt>Tasks</dt><dd>${(spec.tasks || []).map((t) => `${esc(t.id)}${t.depends_on ? ` ← ${esc(t.depends_on.join(", "))}` : ""}`).join("<br>")}</dd>
-    <dt>Schedule</dt><dd>${esc(spec.schedule || "manual only")}</dd><dt>Timeout</dt><dd>${esc(spec.timeout || "none")}</dd></dl></div>
+    <div class="card"><dl class="kv"><dt>Schedule state</dt><dd id="dag-paused"></dd>
+    <dt>Tasks</dt><dd>${(spec.tasks || []).map((t) => `${esc(t.id)}${t.depends_on ? ` ← ${esc(t.depends_on.join(", "))}` : ""}`).join("<br>")}</dd>
+    <dt>Schedule</dt><dd>${esc(spec.schedule || "manual only")}</dd><dt>Timeout</dt><dd>${esc(spec.timeout || "none")}</dd></dl>
+    <div class="actions"><button id="pause-dag"${ro}>Pause</button><button id="unpause-dag"${ro}>Unpause</button>
+    <span class="muted">A paused DAG's schedule creates no runs; triggers and backfills still do.</span></div><div id="pause-error"></div></div>
     <form class="card" id="trigger"><h2>Trigger a run</h2>${Object.keys(params).length ? Object.entries(params).map(([n, p]) => input(n, p)).join("") :
       '<p class="muted">This DAG declares no run parameters.</p>'}
       <div class="actions"><button class="primary" type="submit" id="trigger-run"${ro}>Trigger</button> <a href="#/runs?dag=${encodeURIComponent(dagID)}">its runs</a></div>
       <div id="trigger-error"></div></form>`;
+  const showPaused = (paused) => {
+    document.getElementById("dag-paused").innerHTML = pausedBadge(paused);
+    if (ctx.session.viewer) return;
+    document.getElementById("pause-dag").disabled = paused;
+    document.getElementById("unpause-dag").disabled = !paused;
+  };
+  showPaused(dag.paused);
+  for (const [id, verb] of [["pause-dag", "pause"], ["unpause-dag", "unpause"]]) {
+    document.getElementById(id).onclick = async () => {
+      const err = document.getElementById("pause-error");
+      try {
+        const r = await api("POST", `/v1/dags/${encodeURIComponent(dagID)}/${verb}`);
+        err.innerHTML = "";
+        showPaused(r.paused);
+      } catch (e) { err.innerHTML = errorBox(e); }
+    };
+  }
   document.getElementById("trigger").onsubmit = async (ev) => {
     ev.preventDefault();
     const conf = {};
