@@ -62,7 +62,12 @@ type Agent struct {
 	attempts map[string]*attempt
 	events   *ring[pendingCompletion]
 	logs     *logQueue
-	startGen uint64 // counts process starts, see heartbeat
+	// logRoom is signalled (with mu) whenever a task blocked on a full
+	// log queue may go on: lines left the ring, the link went down, or
+	// the shipper stopped (logsClosed).
+	logRoom    *sync.Cond
+	logsClosed bool
+	startGen   uint64 // counts process starts, see heartbeat
 	// Completion batching (batch.go): the queue and whether a sender
 	// runs; noBatch once the server lacked the batch route.
 	batchMu      sync.Mutex
@@ -119,6 +124,7 @@ func New(cfg Config) (*Agent, error) {
 		slotFreed:     make(chan struct{}, 1),
 	}
 	a.slots = SlotWait{Capacity: cfg.Capacity, Window: cfg.ClaimWindow, Free: a.freeSlots, Freed: a.slotFreed}
+	a.logRoom = sync.NewCond(&a.mu)
 	a.st.upCh = make(chan struct{})
 	a.shipped = make(chan struct{})
 	a.setInterval(0) // Config or the default until the server replies

@@ -88,12 +88,14 @@ type Config struct {
 	// EventBufferSize bounds the completions buffered during an outage.
 	// Default 5000 (docs/design.md §4).
 	EventBufferSize int
-	// LogBufferSize bounds the log lines waiting to be shipped, during an
-	// outage or not; the oldest is dropped and counted when it is full.
-	// Lines already sent but unacknowledged (one batch, at most 500) and
-	// those a gap marker announced are held apart until delivered, so a
-	// replay may hold up to 2 × LogBufferSize + 500 lines. Default 10000
-	// (docs/design.md §4).
+	// LogBufferSize bounds the log lines waiting to be shipped. While the
+	// agent is connected a full buffer holds the task back (it blocks on
+	// its write) until the control plane takes the lines, so nothing is
+	// lost; while it is disconnected the oldest line is dropped and counted
+	// in the outage's gap marker. Lines already sent but unacknowledged
+	// (one batch, at most 500) and those a gap marker announced are held
+	// apart until delivered, so a replay may hold up to 2 × LogBufferSize
+	// + 500 lines. Default 10000 (docs/design.md §4).
 	LogBufferSize int
 	// KillGrace is the delay between SIGTERM and SIGKILL when the agent
 	// kills a process group. Default 10s.

@@ -31,13 +31,20 @@
 //     must not crowd completions out of the ring;
 //   - log lines go into a ring of Config.LogBufferSize lines.
 //
+// While connected, the log ring never drops: when it is full the task's
+// output is not read until the shipper has taken lines from it, so a task
+// printing faster than the control plane stores blocks on its writes
+// (backpressure) instead of losing lines. Disconnected, the agent does not
+// hold tasks back, so the ring drops its oldest lines, each counted.
+//
 // Both rings drop their oldest entry when full and count the drops. The
 // agent reconnects with exponential backoff (1 s base, ×1.5, ±20% jitter,
 // 60 s cap), moving to the next of Config.Servers after every failed try and
 // sleeping once it has tried each server in turn. On success it re-registers
 // with its in-flight attempts (running ones and those with a buffered
 // completion), kills those the reply lists in Terminate, and replays in this
-// order: one gap-marker line per attempt that was live during the outage or
+// order: the log lines captured before the outage began (they sort before
+// its markers); one gap-marker line per attempt that was live during the outage or
 // has queued lines; one heartbeat with the current state (it also marks the
 // attempts with buffered completions as started); the buffered completions
 // oldest first; then the buffered log lines with their original timestamps
@@ -59,7 +66,10 @@
 // events are the heartbeats that fell due plus the buffered completions,
 // log lines are those queued for replay, and "dropped" sums what fell out
 // of either ring since the outage began, or since the log batch whose
-// failure revealed it was taken, whichever is earlier.
+// failure revealed it was taken, whichever is earlier. Each marker also
+// carries, as its Dropped field, the lines of its own attempt that fell
+// out of the ring and no earlier marker counted, so that per attempt
+// lines stored + the markers' Dropped = lines printed, exactly.
 //
 // # Log delivery
 //

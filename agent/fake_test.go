@@ -53,7 +53,10 @@ type fakeAPI struct {
 	// logsHook, when set, sees every log batch after it is stored and
 	// before the reply; returning true closes the connection instead of
 	// replying: the batch landed but the agent never hears so.
-	logsHook  func(lines []protocol.LogLine) (loseReply bool)
+	logsHook func(lines []protocol.LogLine) (loseReply bool)
+	// failLogs, when set, sees every log batch first, with mu held;
+	// returning true answers 503 without storing it.
+	failLogs  func(lines []protocol.LogLine) bool
 	stop      map[string]string // attempt -> reason, sent in the next heartbeat reply
 	terminate map[string]string // attempt -> reason, sent in the next register reply
 	stale     map[string]bool
@@ -256,6 +259,11 @@ func (f *fakeAPI) completeLocked(req protocol.CompleteRequest) *protocol.ErrorDe
 func (f *fakeAPI) logsHandler(w http.ResponseWriter, r *http.Request) any {
 	req := decode[protocol.LogsRequest](r)
 	f.mu.Lock()
+	if f.failLogs != nil && f.failLogs(req.Lines) {
+		f.mu.Unlock()
+		writeErr(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "database unreachable")
+		return nil
+	}
 	for _, l := range req.Lines {
 		f.logs[l.AttemptID] = append(f.logs[l.AttemptID], l)
 	}
@@ -283,7 +291,32 @@ func (f *fakeAPI) setLogsHook(h func(lines []protocol.LogLine) (loseReply bool))
 func (f *fakeAPI) setMode(m string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.mode = m
+	f.setModeLocked(m)
+}
+
+func (f *fakeAPI) setModeLocked(m string) { f.mode = m }
+
+// failLogsWith installs (or, with nil, removes) failLogs.
+func (f *fakeAPI) failLogsWith(h func(lines []protocol.LogLine) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failLogs = h
+}
+
+// arrivals is the attempt's lines in the order the fake first stored
+// them, each once.
+func (f *fakeAPI) arrivals(attemptID string) []protocol.LogLine {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[int64]bool{}
+	var out []protocol.LogLine
+	for _, l := range f.logs[attemptID] {
+		if !seen[l.Seq] {
+			seen[l.Seq] = true
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // enqueue queues a task for the next claim and returns it.

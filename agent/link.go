@@ -32,6 +32,7 @@ type linkState struct {
 // outage records one period of unreachability (KiCI agent reconnection).
 type outage struct {
 	start       time.Time
+	logEnd      uint64 // the log queue's End when it began: lines below sort before its markers
 	dropBase    uint64 // ring drops before the outage
 	heartbeats  int    // heartbeats due while down, superseded by the next one
 	markers     []protocol.LogLine
@@ -87,6 +88,7 @@ func (a *Agent) markDownLocked(gen uint64, err error) bool {
 		a.log.Warn("control plane link lost", "server", a.cfg.Servers[a.st.server], "err", err)
 	}
 	a.st.state = stateDown
+	a.logRoom.Broadcast() // a disconnected agent buffers and drops instead of blocking tasks
 	a.cancelClaimLocked() // a long poll on the failed replica must not hold the work back
 	if isTransient(err) {
 		a.st.rotate = true // fail over to the next replica
@@ -104,7 +106,7 @@ func (a *Agent) startOutageLocked() {
 	if a.st.outage != nil || a.st.gen == 0 {
 		return
 	}
-	o := &outage{start: time.Now(), dropBase: a.events.Dropped() + a.logs.Dropped()}
+	o := &outage{start: time.Now(), logEnd: a.logs.End(), dropBase: a.events.Dropped() + a.logs.Dropped()}
 	a.st.outage = o
 	for _, att := range a.attempts {
 		a.reserveMarkerLocked(att)

@@ -48,6 +48,7 @@ func TestGapMarkerCountsLinesPrintedDuringReplay(t *testing.T) {
 	m := checkLogAccount(t, lines, p.n())
 	assert.Equal(t, "5", m[3], "the marker announces the full buffer")
 	assert.Equal(t, "3", m[4], "lines 1..3 fell out during the outage")
+	assert.Equal(t, int64(3), markerLine(t, lines).Dropped, "the attempt's own count")
 }
 
 // TestLostLogReplyIsNotCountedDropped stores a batch but loses its reply,
@@ -76,14 +77,29 @@ func TestLinesDroppedWhileFailingBatchInFlightAreCounted(t *testing.T) {
 	f := newFakeAPI(t)
 	a, task, p := startPrinter(t, f, 5)
 
+	printed := make(chan struct{})
 	loseReplyToLine3(t, f, a, p, func() {
-		p.print(8) // eight lines into a 5-line buffer before the agent knows
+		// Eight lines into a 5-line buffer before the agent knows: the
+		// connected agent takes five and holds the printer back (it
+		// must not wait for it here, in the server, or nothing ends);
+		// once the failure takes the link down the rest push the oldest
+		// out.
+		go func() { p.print(8); close(printed) }()
 	})
+	<-printed
 	f.setMode(modeUp)
 
 	lines := finishPrinter(t, f, a, task, p)
 	m := checkLogAccount(t, lines, p.n())
 	assert.Equal(t, "3", m[4], "the lines that fell out before the failure was seen")
+}
+
+// markerLine is the one gap marker among lines.
+func markerLine(t *testing.T, lines []protocol.LogLine) protocol.LogLine {
+	t.Helper()
+	i := slices.IndexFunc(lines, func(l protocol.LogLine) bool { return gapMarkerRE.MatchString(l.Line) })
+	require.GreaterOrEqual(t, i, 0, "a gap marker")
+	return lines[i]
 }
 
 // loseReplyToLine3 prints lines 1..3 and has the control plane store the

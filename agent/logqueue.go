@@ -2,6 +2,7 @@ package agent
 
 import (
 	"iter"
+	"math"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 )
@@ -20,13 +21,18 @@ import (
 // held is bounded: one sent batch (shipBatchLines) plus one ring's worth
 // of announced lines, so the queue holds at most 2 × LogBufferSize +
 // shipBatchLines lines. Every line keeps the absolute ring index it got
-// when pushed. A logQueue is not safe for concurrent use.
+// when pushed. The ring only drops while the agent is disconnected:
+// while connected, the agent waits for Full to clear before it pushes
+// (backpressure on the task's output). Drops are also counted per
+// attempt until a gap marker reports them (Unreported, Reported). A
+// logQueue is not safe for concurrent use.
 type logQueue struct {
-	ring    *ring[protocol.LogLine]
-	held    []heldLine // oldest first
-	sent    int        // held[:sent] went out at least once
-	limit   int
-	trimmed uint64 // announced lines dropped by a later Announce
+	ring       *ring[protocol.LogLine]
+	held       []heldLine // oldest first
+	sent       int        // held[:sent] went out at least once
+	limit      int
+	trimmed    uint64            // announced lines dropped by a later Announce
+	unreported map[string]uint64 // by attempt id: drops no marker has reported yet
 }
 
 type heldLine struct {
@@ -36,11 +42,32 @@ type heldLine struct {
 
 func newLogQueue(limit int) *logQueue {
 	r := newRing[protocol.LogLine](limit)
-	return &logQueue{ring: r, limit: r.limit}
+	return &logQueue{ring: r, limit: r.limit, unreported: map[string]uint64{}}
 }
 
 // Push queues l, dropping the oldest waiting line when the ring is full.
-func (q *logQueue) Push(l protocol.LogLine) { q.ring.Push(l) }
+func (q *logQueue) Push(l protocol.LogLine) {
+	if old, evicted := q.ring.Push(l); evicted {
+		q.unreported[old.AttemptID]++
+	}
+}
+
+// Full reports whether the next Push would drop a line.
+func (q *logQueue) Full() bool { return q.ring.Len() >= q.limit }
+
+// Unreported is how many lines of attempt id were dropped since the last
+// Reported for it: the count its next gap marker carries.
+func (q *logQueue) Unreported(id string) uint64 { return q.unreported[id] }
+
+// Reported records that a delivered gap marker counted n of attempt id's
+// dropped lines.
+func (q *logQueue) Reported(id string, n uint64) {
+	if left := q.unreported[id] - min(n, q.unreported[id]); left > 0 {
+		q.unreported[id] = left
+	} else {
+		delete(q.unreported, id)
+	}
+}
 
 // Len is the number of lines not yet acknowledged.
 func (q *logQueue) Len() int { return len(q.held) + q.ring.Len() }
@@ -80,10 +107,20 @@ func (q *logQueue) All() iter.Seq[protocol.LogLine] {
 // of its first line: the held lines first, else lines taken from the ring.
 // The batch stays held until Ack.
 func (q *logQueue) Next(size int) (batch []protocol.LogLine, first uint64) {
-	if len(q.held) == 0 {
-		q.take(size)
+	return q.NextBefore(size, math.MaxUint64)
+}
+
+// NextBefore is Next limited to the lines whose index is below end: a
+// replay ships the lines captured before an outage began ahead of the
+// outage's gap markers, so that lines are stored in Seq order.
+func (q *logQueue) NextBefore(size int, end uint64) (batch []protocol.LogLine, first uint64) {
+	if len(q.held) == 0 && end > q.ring.Head() {
+		q.take(int(min(uint64(size), end-q.ring.Head())))
 	}
-	n := min(size, len(q.held))
+	n := 0
+	for n < min(size, len(q.held)) && q.held[n].idx < end {
+		n++
+	}
 	batch = make([]protocol.LogLine, n)
 	for i, h := range q.held[:n] {
 		batch[i] = h.line
@@ -111,6 +148,9 @@ func (q *logQueue) Ack(n int) {
 func (q *logQueue) Announce() int {
 	q.take(q.ring.Len())
 	if excess := len(q.held) - q.sent - q.limit; excess > 0 {
+		for _, h := range q.held[q.sent : q.sent+excess] {
+			q.unreported[h.line.AttemptID]++
+		}
 		clear(q.held[q.sent : q.sent+excess])
 		q.held = append(q.held[:q.sent], q.held[q.sent+excess:]...)
 		q.trimmed += uint64(excess)

@@ -80,3 +80,57 @@ func queued(q *logQueue) []protocol.LogLine {
 	}
 	return out
 }
+
+// Drops are counted per attempt, by eviction and by an announce trim,
+// until a marker reports them; Full says when the next push would drop.
+func TestLogQueueCountsDropsPerAttempt(t *testing.T) {
+	t.Parallel()
+	q := newLogQueue(2)
+	push := func(id string, seq int) {
+		q.Push(protocol.LogLine{Attempt: protocol.Attempt{AttemptID: id}, Seq: int64(seq)})
+	}
+	push("a", 1)
+	assert.False(t, q.Full())
+	push("b", 1)
+	assert.True(t, q.Full(), "two lines in a 2-line ring")
+	push("b", 2) // evicts a/1
+	push("b", 3) // evicts b/1
+	assert.Equal(t, uint64(1), q.Unreported("a"))
+	assert.Equal(t, uint64(1), q.Unreported("b"))
+	_, _ = q.Next(1) // b/2 sent, its reply lost
+	assert.False(t, q.Full(), "a line taken for sending leaves the ring")
+	push("a", 2)
+	assert.Equal(t, 3, q.Announce())
+	push("a", 3)
+	push("a", 4)
+	assert.Equal(t, 3, q.Announce(), "the marker failed: announce again, trimming b/3 and a/2")
+	assert.Equal(t, uint64(2), q.Unreported("a"))
+	assert.Equal(t, uint64(2), q.Unreported("b"))
+	q.Reported("a", 2)
+	q.Reported("b", 1)
+	assert.Equal(t, uint64(0), q.Unreported("a"))
+	assert.Equal(t, uint64(1), q.Unreported("b"), "what a marker did not count stays for the next")
+	assert.Equal(t, q.Dropped(), uint64(4), "the agent-wide total is unchanged")
+}
+
+// NextBefore ships only the lines below its bound, held ones first, so a
+// replay can send what preceded an outage ahead of its markers.
+func TestLogQueueNextBefore(t *testing.T) {
+	t.Parallel()
+	q := newLogQueue(10)
+	pushLines(q, 1, 3)
+	_, _ = q.Next(2) // 1 and 2 held, reply lost
+	end := q.End()   // the outage begins: 1..3 precede its markers
+	pushLines(q, 4, 6)
+	batch, first := q.NextBefore(10, end)
+	assert.Equal(t, []int64{1, 2}, seqs(batch), "the held lines first, alone")
+	assert.Equal(t, uint64(0), first)
+	q.Ack(2)
+	batch, _ = q.NextBefore(10, end)
+	assert.Equal(t, []int64{3}, seqs(batch), "then the rest below the bound")
+	q.Ack(1)
+	batch, _ = q.NextBefore(10, end)
+	assert.Empty(t, batch, "nothing captured after the outage began")
+	batch, _ = q.Next(10)
+	assert.Equal(t, []int64{4, 5, 6}, seqs(batch))
+}

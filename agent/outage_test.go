@@ -107,6 +107,7 @@ func TestOutageOverflowReportsExactDropCount(t *testing.T) {
 	require.NotNil(t, m, "marker text: %q", lines[0].Line)
 	assert.Equal(t, "5", m[3], "replayed lines")
 	assert.Equal(t, "15", m[4], "dropped lines")
+	assert.Equal(t, int64(15), lines[0].Dropped, "the attempt's dropped lines, as a field")
 	assert.NotEqual(t, "0", m[2], "the buffered completion counts as an event")
 	for i, l := range lines[1:] {
 		assert.Equal(t, int64(17+i), l.Seq)

@@ -84,6 +84,15 @@ func (a *Agent) sendCompletion(ctx context.Context, c conn, pc pendingCompletion
 // link up so the shipper sends the buffered log lines (KiCI agent
 // reconnection).
 func (a *Agent) replay(ctx context.Context, c conn) error {
+	a.mu.Lock()
+	var logEnd uint64
+	if o := a.st.outage; o != nil && !o.markersSent {
+		logEnd = o.logEnd
+	}
+	a.mu.Unlock()
+	if err := a.shipBefore(ctx, c, logEnd); err != nil {
+		return err
+	}
 	if err := a.sendMarkers(ctx, c); err != nil {
 		return err
 	}
@@ -140,6 +149,9 @@ func (a *Agent) sendMarkers(ctx context.Context, c conn) error {
 	lines := a.logs.Announce() // held until delivered, so the count stays true
 	dropped := a.events.Dropped() + a.logs.Dropped() - o.dropBase
 	markers := slices.Clone(o.markers)
+	for i := range markers {
+		markers[i].Dropped = int64(a.logs.Unreported(markers[i].AttemptID))
+	}
 	a.mu.Unlock()
 
 	text := gapMarker(dur, events, lines, dropped)
@@ -161,6 +173,9 @@ func (a *Agent) sendMarkers(ctx context.Context, c conn) error {
 	}
 	a.mu.Lock()
 	o.markersSent = true
+	for _, m := range markers {
+		a.logs.Reported(m.AttemptID, uint64(m.Dropped))
+	}
 	a.mu.Unlock()
 	return nil
 }

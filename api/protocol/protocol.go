@@ -246,12 +246,17 @@ const (
 
 // LogLine is one captured line. Seq increases per attempt from 1 and makes
 // replays idempotent; Time is the agent's clock when the line was read.
+// Dropped is set on a gap marker (Stream system) only: how many lines of
+// this attempt the agent's buffer dropped, never stored, since the
+// attempt's previous marker. Lines stored + the Dropped of its markers =
+// lines the attempt printed.
 type LogLine struct {
 	Attempt
-	Seq    int64     `json:"seq"`
-	Stream string    `json:"stream"`
-	Time   time.Time `json:"time"`
-	Line   string    `json:"line"`
+	Seq     int64     `json:"seq"`
+	Stream  string    `json:"stream"`
+	Time    time.Time `json:"time"`
+	Line    string    `json:"line"`
+	Dropped int64     `json:"dropped,omitempty"`
 }
 
 // LogsRequest is the body of POST /v1/agents/{id}/logs.
