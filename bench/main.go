@@ -29,8 +29,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/dag"
-	"github.com/vigil-sched/vigil/store"
 )
 
 func main() {
@@ -132,10 +132,7 @@ func (e *env) header(ctx context.Context) error {
 // seeds it.
 func (e *env) prepare(ctx context.Context) error {
 	e.progress("migrate and apply DAGs")
-	if err := store.Migrate(ctx, e.url); err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, e.url)
+	st, err := controlplane.OpenStore(ctx, controlplane.Database{URL: e.url, Migrate: true})
 	if err != nil {
 		return err
 	}

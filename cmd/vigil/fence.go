@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -34,19 +36,11 @@ func newFenceCmd() *cobra.Command {
 		if err := validOutput(output); err != nil {
 			return nil, err
 		}
-		st, err := store.Open(cmd.Context(), url)
-		if err != nil {
-			return nil, err
+		st, err := controlplane.OpenStore(cmd.Context(), controlplane.Database{URL: url})
+		if errors.Is(err, controlplane.ErrNotMigrated) {
+			err = fmt.Errorf("%w: run `vigil migrate up --database-url ...` first", err)
 		}
-		ok, err := st.Migrated(cmd.Context())
-		if err == nil && !ok {
-			err = fmt.Errorf("the database schema is not current: run `vigil migrate up --database-url ...` first")
-		}
-		if err != nil {
-			st.Close()
-			return nil, err
-		}
-		return st, nil
+		return st, err
 	}
 
 	show := &cobra.Command{

@@ -2,33 +2,19 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/vigil-sched/vigil/agent"
-	"github.com/vigil-sched/vigil/api"
-	"github.com/vigil-sched/vigil/cluster"
-	"github.com/vigil-sched/vigil/dag"
-	"github.com/vigil-sched/vigil/leader"
-	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/store"
-	"github.com/vigil-sched/vigil/store/pgcluster"
-	"github.com/vigil-sched/vigil/web"
 )
 
 // liteOpts are the flags of `vigil lite` (docs/design.md §1, §9).
@@ -50,7 +36,6 @@ type liteOpts struct {
 // share: listen address, tokens, intervals, recovery and retention.
 type planeOpts struct {
 	listen                          string
-	ln                              net.Listener // listenAPI(listen), taken early; nil: listen here
 	agentToken, operatorToken       string
 	viewerToken                     string // optional: the read-only role
 	tickInterval, heartbeatInterval time.Duration
@@ -96,18 +81,14 @@ func addLeaderTimeoutFlags(cmd *cobra.Command, t *store.LeaderTimeouts) {
 	}
 }
 
-// storeOptions resolves the leader timeouts against the election TTL (0:
-// Lite, store.DefaultElectionTTL); errors name the flag and the rule.
-func (p *planeOpts) storeOptions(ttl time.Duration) (store.Options, error) {
-	lt, err := p.leaderTimeouts.Resolve(ttl)
-	if err != nil {
-		return store.Options{}, usageError("%v", err)
+// validateLeaderTimeouts resolves the leader timeouts against the
+// election TTL (0: Lite, store.DefaultElectionTTL); errors name the flag
+// and the rule.
+func (p *planeOpts) validateLeaderTimeouts(ttl time.Duration) error {
+	if _, err := p.leaderTimeouts.Resolve(ttl); err != nil {
+		return usageError("%v", err)
 	}
-	pools, _, err := p.conns.resolve()
-	if err != nil {
-		return store.Options{}, err
-	}
-	return store.Options{ElectionTTL: ttl, LeaderTimeouts: lt, Pools: pools}, nil
+	return nil
 }
 
 // validate checks the shared flags; errors name the flag (exit 2).
@@ -118,12 +99,12 @@ func (p *planeOpts) validate() error {
 	switch {
 	case p.viewerToken != "" && (p.viewerToken == p.operatorToken || p.viewerToken == p.agentToken):
 		return usageError("--viewer-token: must differ from --operator-token and --agent-token, or the read-only role could change state")
-	case p.heartbeatInterval < time.Second || p.heartbeatInterval > 2*time.Minute:
+	case p.heartbeatInterval < controlplane.MinHeartbeatInterval || p.heartbeatInterval > controlplane.MaxHeartbeatInterval:
 		return usageError("--heartbeat-interval: %s is outside 1s..2m", p.heartbeatInterval)
 	case p.tickInterval < 10*time.Millisecond || p.tickInterval > time.Minute:
 		return usageError("--tick-interval: %s is outside 10ms..1m", p.tickInterval)
 	}
-	if _, _, err := p.conns.resolve(); err != nil {
+	if err := p.conns.validate(); err != nil {
 		return err
 	}
 	if err := p.recovery.thresholds().Validate(p.heartbeatInterval); err != nil {
@@ -207,8 +188,8 @@ func (o *liteOpts) validate() error {
 		return err
 	}
 	switch {
-	case o.agents < 0 || o.agents > 64:
-		return usageError("--agents: %d is outside 0..64", o.agents)
+	case o.agents < 0 || o.agents > controlplane.MaxLocalAgents:
+		return usageError("--agents: %d is outside 0..%d", o.agents, controlplane.MaxLocalAgents)
 	case o.agentCapacity < 1 || o.agentCapacity > 1024:
 		return usageError("--agent-capacity: %d is outside 1..1024", o.agentCapacity)
 	case o.drainTimeout < 0:
@@ -223,282 +204,80 @@ func (o *liteOpts) validate() error {
 	if o.claimWindow, err = claimWindowConfig("--agent-claim-window", o.windowFlag); err != nil {
 		return err
 	}
-	if _, err := o.storeOptions(0); err != nil {
+	if err := o.validateLeaderTimeouts(0); err != nil {
 		return err
 	}
 	return o.planeOpts.validate()
 }
 
 func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
-	// Take the listen port first: a busy port must fail in milliseconds,
-	// before initdb and the migrations have done minutes of work.
-	ln, err := listenAPI(o.listen)
+	cfg, err := o.config(log)
 	if err != nil {
 		return err
 	}
-	defer ln.Close() // a no-op once the API server has taken it over
-	url := o.databaseURL
-	if url == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(o.dataDir, "pg"), Logger: log})
-		if err != nil {
-			return fmt.Errorf("private PostgreSQL: %w", err)
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := cluster.Stop(sctx); err != nil {
-				log.Error("stopping private PostgreSQL", "err", err)
-			}
-		}()
-		url = cluster.URL("vigil")
-		log.Info("private PostgreSQL started", "dir", cluster.Dir(), "port", cluster.Port())
+	cfg.DatabaseURL, cfg.DatabaseWait, cfg.DataDir, cfg.DAGs = o.databaseURL, o.databaseWait, o.dataDir, o.dags
+	cfg.Agents = controlplane.LocalAgents{
+		Count: o.agents, Capacity: o.agentCapacity, Tags: o.agentTags, ClaimWindow: o.claimWindow, DrainTimeout: o.drainTimeout,
 	}
-	agentToken, err := tokenOrGenerate(o.agentToken, o.dataDir, "agent.token")
+	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return startError(ctx, log, err, o.recovery.flags)
 	}
-	opToken, err := tokenOrGenerate(o.operatorToken, o.dataDir, "operator.token")
-	if err != nil {
-		return err
-	}
-	opts, err := o.storeOptions(0)
-	if err != nil {
-		return err
-	}
-	// The private cluster is up once pgcluster.Start returns: no wait.
-	wait := o.databaseWait
-	if o.databaseURL == "" {
-		wait = 0
-	}
-	st, err := openMigrated(ctx, log, wait, url, opts)
-	if err != nil {
-		return stoppedWaiting(ctx, log, err)
-	}
-	defer st.Close()
-	if o.dags != "" {
-		if err := applyDAGDir(ctx, st, o.dags, log); err != nil {
-			return err
-		}
-	}
-	cp, err := startControlPlane(ctx, controlPlaneConfig{
-		store: st, log: log, listen: o.listen, ln: ln, agentToken: agentToken, operatorToken: opToken, viewerToken: o.viewerToken, tls: &o.tls,
-		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery, conns: o.conns,
-		elector: func(m *metrics.Metrics) (leader.Elector, error) {
-			return leader.NewStatic(st, replicaID(), log, m), nil
-		},
-	})
-	if err != nil {
-		return err
-	}
-	agentsDone := startLocalAgents(ctx, o, cp.local, agentToken, log)
-	log.Info("vigil lite ready", "api", cp.url, "agents", o.agents,
+	log.Info("vigil lite ready", "api", cp.URL(), "agents", o.agents,
 		"operator_token_file", filepath.Join(o.dataDir, "operator.token"))
 	<-ctx.Done()
 	log.Info("shutting down: draining agents")
-	agentsDone.Wait()
-	return cp.shutdown()
+	return cp.Stop(context.Background())
 }
 
-// listenAPI opens the API's listen address. A port already in use is an
-// error naming --listen with a hint to pick another; callers take it
-// before any slow start-up work (initdb, migrations).
-func listenAPI(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("--listen %s: the address is already in use (another vigil or another program holds it); "+
-			"stop it or pick a free address with --listen, e.g. --listen 127.0.0.1:8081", addr)
-	}
+// config is the control plane's Config of the shared flags; the caller
+// adds Lite's or Pro's.
+func (p *planeOpts) config(log *slog.Logger) (controlplane.Config, error) {
+	tlsCfg, err := p.tls.config()
 	if err != nil {
-		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+		return controlplane.Config{}, err
 	}
-	return ln, nil
+	return controlplane.Config{
+		Logger: log, Version: version, Listen: p.listen, TLS: tlsCfg,
+		AgentToken: p.agentToken, OperatorToken: p.operatorToken, ViewerToken: p.viewerToken,
+		TickInterval: p.tickInterval, HeartbeatInterval: p.heartbeatInterval,
+		Thresholds: p.recovery.thresholds(), SweepInterval: p.recovery.sweepInterval,
+		Retention: p.recovery.retention, MassSilence: &p.recovery.massSilence,
+		LeaderTimeouts: p.leaderTimeouts, Pools: p.conns.pools, BulkLimit: p.conns.agentConns,
+	}, nil
 }
 
-// controlPlaneConfig is what Lite and Pro share: store, API, scheduler and
-// an elector.
-type controlPlaneConfig struct {
-	store                           *store.Store
-	log                             *slog.Logger
-	listen                          string
-	ln                              net.Listener // listenAPI(listen), taken early; nil: listen here
-	agentToken, operatorToken       string
-	viewerToken                     string
-	tickInterval, heartbeatInterval time.Duration
-	recovery                        *recoveryOpts
-	elector                         func(*metrics.Metrics) (leader.Elector, error)
-	tls                             *serveTLSOpts // nil or no files: plain HTTP
-	// electionTTL is Pro's --election-ttl (0 in Lite), for the failover
-	// rule of reaper.Thresholds.ValidateTiming.
-	electionTTL time.Duration
-	conns       connOpts // the API's bulk limit (--db-agent-conns)
+// configFlags names the flag of each controlplane.Config field a
+// controlplane.FieldError may name.
+var configFlags = map[string]string{
+	"Listen": "listen", "DatabaseURL": "database-url", "DatabaseWait": "database-wait", "DataDir": "data-dir",
+	"DAGs": "dags", "AgentToken": "agent-token", "OperatorToken": "operator-token", "ViewerToken": "viewer-token",
+	"HeartbeatInterval": "heartbeat-interval", "BulkLimit": "db-agent-conns", "Agents.Count": "agents",
+	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints",
 }
 
-type controlPlane struct {
-	url      string   // public base URL: http(s)://host:port
-	local    localAPI // how in-process agents reach the API
-	shutdown func() error
-}
-
-// startControlPlane serves the API on cfg.listen and runs the elector with
-// the scheduler as its leader work. Its shutdown stops the HTTP server,
-// then leadership, then the listener.
-func startControlPlane(ctx context.Context, cfg controlPlaneConfig) (*controlPlane, error) {
-	m := metrics.New()
-	listener := cfg.store.Listen(context.Background(), cfg.log, store.ChanScheduler, store.ChanQueued, store.ChanReap)
-	sched, err := scheduler.New(scheduler.Config{
-		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log, Interval: cfg.tickInterval,
-		Thresholds: cfg.recovery.thresholds(), HeartbeatInterval: cfg.heartbeatInterval, ElectionTTL: cfg.electionTTL,
-		SweepInterval: cfg.recovery.sweepInterval, Retention: cfg.recovery.retention,
-		MassSilence: &cfg.recovery.massSilence,
-	})
-	if err != nil {
-		listener.Close()
-		return nil, usageError("%v", nameThresholdFields(err, cfg.recovery.flags))
+// startError words an error of controlplane.Start for the command line: a
+// signal during start-up is a clean stop (exit 0, like any other stop); a
+// field is named by its flag; a refused Config is a usage error (exit 2)
+// whose thresholds name the flag, variable or file key they came from.
+func startError(ctx context.Context, log *slog.Logger, err error, flags *pflag.FlagSet) error {
+	if ctx.Err() != nil {
+		log.Info("shutting down: stopped at start-up before the database was reached", "err", err)
+		return nil
 	}
-	el, err := cfg.elector(m)
-	if err != nil {
-		listener.Close()
-		return nil, usageError("%v", err)
-	}
-	_, bulk, err := cfg.conns.resolve()
-	if err != nil {
-		listener.Close()
-		return nil, err
-	}
-	srv, err := api.New(api.Config{
-		Store: cfg.store, Listener: listener, Metrics: m, Logger: cfg.log,
-		AgentToken: cfg.agentToken, OperatorToken: cfg.operatorToken, ViewerToken: cfg.viewerToken,
-		HeartbeatInterval: cfg.heartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: version,
-		Console: web.Handler(), BulkLimit: bulk,
-	})
-	if err != nil {
-		listener.Close()
-		return nil, usageError("%v", err)
-	}
-	if !web.Built() {
-		cfg.log.Warn("the web console was built without its npm libraries (run make web): run graphs are shown as task lists")
-	}
-	ln := cfg.ln
-	if ln == nil {
-		if ln, err = listenAPI(cfg.listen); err != nil {
-			listener.Close()
-			return nil, err
-		}
-	}
-	httpSrv := api.NewHTTPServer(srv.Handler(), api.DefaultTimeouts())
-	httpSrv.RegisterOnShutdown(srv.Drain)
-	public, local, err := serveAPI(httpSrv, ln, cfg.tls, cfg.log)
-	if err != nil {
-		_ = ln.Close()
-		listener.Close()
-		return nil, err
-	}
-	leadCtx, stopLeading := context.WithCancel(context.Background())
-	electorDone := make(chan error, 1)
-	go func() {
-		electorDone <- el.Run(leadCtx, leader.Callbacks{OnStartedLeading: sched.Lead})
-	}()
-	// Every replica publishes its own row for GET /v1/cluster.
-	pub := &cluster.Publisher{Store: cfg.store, Status: el.Status, Report: sched.Report, Version: version, Logger: cfg.log}
-	publishDone := make(chan error, 1)
-	go func() { publishDone <- pub.Run(leadCtx) }()
-	shutdown := func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		// Hand leadership over first (Pro: Resign, so a follower takes over
-		// in milliseconds), while this replica still serves its agents.
-		if r, ok := el.(interface{ Resign(context.Context) error }); ok {
-			if err := r.Resign(sctx); err != nil {
-				cfg.log.Warn("resign failed; the lease will expire on its own", "err", err)
+	usage := errors.Is(err, controlplane.ErrConfig)
+	var fe *controlplane.FieldError
+	if errors.As(err, &fe) {
+		if flag, ok := configFlags[fe.Field]; ok {
+			msg := fe.Named("--" + flag)
+			if fe.Field == "Listen" && errors.Is(err, syscall.EADDRINUSE) {
+				msg += " with --listen, e.g. --listen 127.0.0.1:8081"
 			}
+			err = errors.New(msg)
 		}
-		err := httpSrv.Shutdown(sctx)
-		stopLeading()
-		if eerr := <-electorDone; eerr != nil {
-			err = errors.Join(err, eerr)
-		}
-		if perr := <-publishDone; perr != nil {
-			err = errors.Join(err, perr)
-		}
-		listener.Close()
-		return err
 	}
-	return &controlPlane{url: public, local: local, shutdown: shutdown}, nil
-}
-
-// startLocalAgents runs o.agents in-process agents against the local API
-// through the same HTTP protocol as remote ones. The returned WaitGroup is
-// done once every agent has drained after ctx is cancelled.
-func startLocalAgents(ctx context.Context, o *liteOpts, server localAPI, token string, log *slog.Logger) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	host, _ := os.Hostname()
-	for i := 1; i <= o.agents; i++ {
-		a, err := agent.New(agent.Config{
-			// The pid makes the names this process's own: a restarted
-			// Lite must not need the credentials of its predecessor's
-			// agents, whose registrations stay live for one agent-lost
-			// threshold (a name held by a live agent is refused).
-			Servers: []string{server.url}, HTTPClient: server.client, Token: token, Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
-			Tags: o.agentTags, Capacity: o.agentCapacity, ClaimWindow: o.claimWindow, DrainTimeout: o.drainTimeout,
-			Logger: log, // the agent adds its name; "agent", i would be a third id
-		})
-		if err != nil {
-			log.Error("in-process agent", "err", err)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.Run(ctx); err != nil {
-				log.Error("in-process agent stopped", "agent", i, "err", err)
-			}
-		}()
+	if usage {
+		return usageError("%v", nameThresholdFields(err, flags))
 	}
-	return &wg
-}
-
-// applyDAGDir validates every spec under path before storing any.
-func applyDAGDir(ctx context.Context, st *store.Store, path string, log *slog.Logger) error {
-	specs, err := dag.LoadPaths(path)
-	if err != nil {
-		return fmt.Errorf("--dags: %w", err)
-	}
-	for _, spec := range specs {
-		res, err := st.ApplyDAG(ctx, spec)
-		if err != nil {
-			return err
-		}
-		log.Info("dag applied", "dag_id", spec.DAGID, "result", res)
-	}
-	return nil
-}
-
-// tokenOrGenerate returns explicit, else the token stored in dir/name,
-// else a new random token written there with mode 0600.
-func tokenOrGenerate(explicit, dir, name string) (string, error) {
-	if explicit != "" {
-		return explicit, nil
-	}
-	path := filepath.Join(dir, name)
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b)), nil
-	}
-	buf := make([]byte, 24)
-	if _, err := rand.Read(buf); err != nil {
-		return "", err
-	}
-	tok := hex.EncodeToString(buf)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--data-dir %s: %w", dir, err)
-	}
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	return tok, nil
-}
-
-// replicaID is hostname-pid, the default replica identity.
-func replicaID() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	return err
 }

@@ -4,16 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/leader"
-	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
 )
 
@@ -47,7 +45,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&o.etcdUser, "etcd-username", "", "etcd username (etcd auth)")
 	f.StringVar(&o.etcdPW, "etcd-password", "", "etcd password (etcd auth)")
 	f.DurationVar(&o.electionTTL, "election-ttl", leader.DefaultElectionTTL, "etcd session TTL: a dead leader is replaced within about this long (whole seconds)")
-	f.StringVar(&o.replicaID, "replica-id", replicaID(), "this replica's unique id (default hostname-pid)")
+	f.StringVar(&o.replicaID, "replica-id", controlplane.ReplicaID(), "this replica's unique id (default hostname-pid)")
 	addDatabaseWaitFlag(f, &o.databaseWait)
 	addPlaneFlags(cmd, &o.planeOpts, " (required)")
 	o.secretFiles = append(o.secretFiles, addSecretFile(f, "etcd-password", &o.etcdPW))
@@ -77,7 +75,7 @@ func (o *serverOpts) validate() error {
 	if err := validateDatabaseWait(o.databaseWait); err != nil {
 		return err
 	}
-	if _, err := o.storeOptions(o.electionTTL); err != nil {
+	if err := o.validateLeaderTimeouts(o.electionTTL); err != nil {
 		return err
 	}
 	if err := o.planeOpts.validate(); err != nil {
@@ -124,45 +122,21 @@ func runServer(ctx context.Context, o *serverOpts, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// A busy listen port fails before the migrations (see listenAPI).
-	ln, err := listenAPI(o.listen)
+	cfg, err := o.config(log)
 	if err != nil {
 		return err
 	}
-	defer ln.Close() // a no-op once the API server has taken it over
-	opts, err := o.storeOptions(o.electionTTL)
-	if err != nil {
-		return err
+	cfg.DatabaseURL, cfg.DatabaseWait = o.databaseURL, o.databaseWait
+	cfg.Pro = &controlplane.Pro{
+		Endpoints: o.etcdEndpoints, TLS: tlsCfg, Username: o.etcdUser, Password: o.etcdPW,
+		ElectionTTL: o.electionTTL, ReplicaID: o.replicaID,
 	}
-	st, err := openMigrated(ctx, log, o.databaseWait, o.databaseURL, opts)
+	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
-		return stoppedWaiting(ctx, log, err)
+		return startError(ctx, log, err, o.recovery.flags)
 	}
-	defer st.Close()
-	etcd, err := clientv3.New(clientv3.Config{
-		Endpoints: o.etcdEndpoints, DialTimeout: 5 * time.Second, TLS: tlsCfg,
-		Username: o.etcdUser, Password: o.etcdPW, Logger: nil,
-	})
-	if err != nil {
-		return fmt.Errorf("--etcd-endpoints: %w", err)
-	}
-	defer etcd.Close()
-	cp, err := startControlPlane(ctx, controlPlaneConfig{
-		store: st, log: log.With("replica", o.replicaID), listen: o.listen, ln: ln,
-		agentToken: o.agentToken, operatorToken: o.operatorToken, viewerToken: o.viewerToken, tls: &o.tls,
-		tickInterval: o.tickInterval, heartbeatInterval: o.heartbeatInterval, recovery: o.recovery,
-		electionTTL: o.electionTTL, conns: o.conns,
-		elector: func(m *metrics.Metrics) (leader.Elector, error) {
-			return leader.NewEtcd(leader.EtcdConfig{
-				Client: etcd, Store: st, Self: o.replicaID, TTL: o.electionTTL, Logger: log, Metrics: m,
-			})
-		},
-	})
-	if err != nil {
-		return err
-	}
-	log.Info("vigil server ready", "api", cp.url, "replica", o.replicaID, "etcd", o.etcdEndpoints)
+	log.Info("vigil server ready", "api", cp.URL(), "replica", o.replicaID, "etcd", o.etcdEndpoints)
 	<-ctx.Done()
 	log.Info("shutting down: resigning leadership")
-	return cp.shutdown()
+	return cp.Stop(context.Background())
 }

@@ -1,21 +1,15 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/vigil-sched/vigil/agent"
-	"github.com/vigil-sched/vigil/api"
 )
 
 // TLS on the API (docs/configuration.md, "TLS"). `vigil lite` and
@@ -130,101 +124,4 @@ func (o *clientTLSOpts) httpClient(timeout time.Duration) (*http.Client, error) 
 		c.Transport = tr
 	}
 	return c, nil
-}
-
-// memListener is an in-process net.Listener: Lite serves its own agents on
-// it when the API is HTTPS, so they need neither a client certificate nor
-// a CA, and nothing outside the process can reach it.
-type memListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newMemListener() *memListener {
-	return &memListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// Accept returns the server end of the next dial.
-func (l *memListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// Close stops Accept and further dials.
-func (l *memListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-// Addr is a placeholder address.
-func (l *memListener) Addr() net.Addr { return memAddr{} }
-
-// dial connects a client end to the listener (an http.Transport DialContext).
-func (l *memListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.done:
-		return nil, errors.New("lite in-process API: closed")
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// httpClient is an http.Client whose every connection goes to l.
-func (l *memListener) httpClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: l.dial, ForceAttemptHTTP2: false}}
-}
-
-type memAddr struct{}
-
-func (memAddr) Network() string { return "memory" }
-func (memAddr) String() string  { return "lite-in-process" }
-
-// localAPI is how Lite's in-process agents reach the API: the public URL
-// over plain HTTP, or, when the API is HTTPS, an in-process listener.
-type localAPI struct {
-	url    string
-	client *http.Client // nil: the agent's default
-}
-
-// serveAPI serves srv on ln, over HTTPS when o configures it, and returns
-// the public base URL and the in-process access. With HTTPS a second
-// server serves the same handler on an in-process listener, and
-// srv.Shutdown closes it.
-func serveAPI(srv *http.Server, ln net.Listener, o *serveTLSOpts, log *slog.Logger) (public string, local localAPI, err error) {
-	var cfg *tls.Config
-	if o != nil {
-		if cfg, err = o.config(); err != nil {
-			return "", localAPI{}, err
-		}
-	}
-	serve := func(name string, run func() error) {
-		go func() {
-			if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server", "listener", name, "err", err)
-			}
-		}()
-	}
-	addr := ln.Addr().String()
-	if cfg == nil {
-		serve("tcp", func() error { return srv.Serve(ln) })
-		return "http://" + addr, localAPI{url: "http://" + addr}, nil
-	}
-	srv.TLSConfig = cfg
-	serve("tcp", func() error { return srv.ServeTLS(ln, "", "") })
-	// A server of its own: one http.Server serving a TLS and a plain
-	// listener at once sets up HTTP/2 from two goroutines. srv's
-	// shutdown closes it; Lite has drained its agents by then.
-	mem := newMemListener()
-	memSrv := api.NewHTTPServer(srv.Handler, api.TimeoutsOf(srv))
-	srv.RegisterOnShutdown(func() { _ = memSrv.Close() })
-	serve("in-process", func() error { return memSrv.Serve(mem) })
-	return "https://" + addr, localAPI{url: "http://lite-in-process", client: mem.httpClient()}, nil
 }
