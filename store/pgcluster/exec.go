@@ -87,6 +87,11 @@ func (e *cmdError) Unwrap() error { return e.err }
 // is a *cmdError. On ctx cancellation the command gets SIGTERM (runuser
 // forwards it; initdb and pg_ctl clean up on it), then SIGKILL after 5s.
 func (r *runner) run(ctx context.Context, bin string, args ...string) (string, error) {
+	return r.runIn(ctx, "", bin, args...)
+}
+
+// runIn is run with stdin as the command's standard input.
+func (r *runner) runIn(ctx context.Context, stdin, bin string, args ...string) (string, error) {
 	argv := append([]string{bin}, args...)
 	if r.asRoot() {
 		argv = append([]string{r.runuser, "-u", serverUser, "--"}, argv...)
@@ -96,6 +101,9 @@ func (r *runner) run(ctx context.Context, bin string, args ...string) (string, e
 	cmd.Env = childEnv()
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

@@ -75,7 +75,8 @@ func (r *runner) chownR(dir string) error {
 }
 
 // makeTraversable adds o+x to every ancestor from dir up to / that the server
-// user could not otherwise enter (it neither owns it with u+x nor has o+x).
+// user could not otherwise enter (it neither owns it with u+x, nor is it of
+// the server's group with g+x, as PrivateParent makes it, nor has o+x).
 func (r *runner) makeTraversable(dir string, log *slog.Logger) error {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -87,11 +88,11 @@ func (r *runner) makeTraversable(dir string, log *slog.Logger) error {
 			return fmt.Errorf("pgcluster: make %s traversable: %w", p, err)
 		}
 		mode := fi.Mode().Perm()
-		owned := false
+		owned, group := false, false
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			owned = int(st.Uid) == r.uid
+			owned, group = int(st.Uid) == r.uid, int(st.Gid) == r.gid
 		}
-		if mode&0o001 == 0 && !(owned && mode&0o100 != 0) {
+		if mode&0o001 == 0 && !(owned && mode&0o100 != 0) && !(group && mode&0o010 != 0) {
 			if err := os.Chmod(p, mode|0o001); err != nil {
 				return fmt.Errorf("pgcluster: make %s traversable by %s: %w", p, serverUser, err)
 			}
@@ -162,4 +163,47 @@ func readFrom(path string, offset, max int64) string {
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, max))
 	return string(b)
+}
+
+// PrivateParent creates dir (and its parents, 0755) if missing and makes
+// it private to the calling user: mode 0700, or, when cluster is set and
+// the caller is root, and so runs the server as the postgres user, owner
+// root, group postgres and mode 0710, so that the server can pass through dir to a
+// cluster below it while it can list nothing and open none of the
+// caller's files there (each 0600), and other users cannot enter at all.
+// An existing dir with a wider mode is narrowed, and the change logged.
+// vigil lite calls it on its data directory, which holds its tokens, the
+// cluster's password file and the cluster.
+func PrivateParent(dir string, cluster bool, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pgcluster: create %s: %w", dir, err)
+	}
+	mode, gid := os.FileMode(0o700), -1
+	if cluster && os.Geteuid() == 0 {
+		r, err := newRunner()
+		if err != nil {
+			return err
+		}
+		mode, gid = 0o710, r.gid
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	if gid >= 0 {
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != gid || int(st.Uid) != 0 {
+			if err := os.Chown(dir, 0, gid); err != nil {
+				return fmt.Errorf("pgcluster: give %s to root and the group of %s: %w", dir, serverUser, err)
+			}
+		}
+	}
+	if fi.Mode().Perm() != mode {
+		if err := os.Chmod(dir, mode); err != nil {
+			return fmt.Errorf("pgcluster: make %s private (mode %04o): %w", dir, mode, err)
+		}
+		if log != nil {
+			log.Info("made the data directory private", "dir", dir, "was", fmt.Sprintf("%04o", fi.Mode().Perm()), "now", fmt.Sprintf("%04o", mode))
+		}
+	}
+	return nil
 }

@@ -4,15 +4,18 @@
 // (docs/design.md §1), and package storetest uses it for the throwaway cluster of a
 // test binary (docs/design.md §11).
 //
-// The cluster listens on 127.0.0.1 only, trusts every local connection
-// (initdb --auth=trust) and has one superuser, [User]. As root, every
+// The cluster listens on 127.0.0.1 and on a unix socket in its own data
+// directory (mode 0700), nowhere else, and has one superuser, [User].
+// With Config.PasswordFile (vigil lite) every connection must give that
+// user's generated password (SCRAM-SHA-256); without it (test clusters,
+// package storetest) every local connection is trusted. As root, every
 // PostgreSQL binary runs through `runuser -u postgres --`, because PostgreSQL
 // refuses to run as root.
 //
 // What it does not do: it installs nothing and creates no OS user; it does
 // not supervise the server (if the server dies, nothing restarts it until the
-// next Start); it offers no TLS and no passwords, so it is for private,
-// single-machine use only.
+// next Start); it offers no TLS, so it is for private, single-machine use
+// only.
 package pgcluster
 
 import (
@@ -36,7 +39,7 @@ import (
 )
 
 // User is the superuser initdb creates in a new cluster ("vigil"). URL
-// connects as this user, without a password (--auth=trust).
+// connects as this user, with Config.PasswordFile's password if any.
 const User = "vigil"
 
 // DefaultDBName is the database Start creates when Config.DBName is empty.
@@ -95,6 +98,15 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopTimeout bounds Stop's fast shutdown; zero means DefaultStopTimeout.
 	StopTimeout time.Duration
+	// PasswordFile, if set, is the file holding User's password, which
+	// every connection then needs (scram-sha-256 in pg_hba.conf, for the
+	// socket and TCP alike). Start generates it (mode 0600, owned by the
+	// calling process's user) when missing, and moves a cluster that
+	// trusted local connections to passwords (see ensureAuth). Put it
+	// outside Dir, where only Vigil's user may read it: as root, Dir
+	// belongs to the postgres user. Empty: trust, for throwaway test
+	// clusters only.
+	PasswordFile string
 }
 
 // Cluster is a running server started by Start. Its methods are safe for
@@ -107,6 +119,8 @@ type Cluster struct {
 	run     *runner
 	log     *slog.Logger
 	logFile string
+	// password is User's, from Config.PasswordFile; "" with trust.
+	password string
 
 	mu      sync.Mutex
 	stopped bool
@@ -179,6 +193,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.checkNotRunning(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.PasswordFile != "" {
+		if err := c.ensureAuth(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.writeConfig(); err != nil {
 		return nil, err
 	}
@@ -194,12 +213,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 // URL returns a postgres:// connection string for database db on this
-// cluster: user User, no password, host 127.0.0.1, the cluster's port,
-// sslmode=disable.
+// cluster: user User with Config.PasswordFile's password (none with
+// trust), host 127.0.0.1, the cluster's port, sslmode=disable. It holds
+// the password: never log it (url.URL.Redacted).
 func (c *Cluster) URL(db string) string {
+	user := url.User(User)
+	if c.password != "" {
+		user = url.UserPassword(User, c.password)
+	}
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User(User),
+		User:     user,
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
@@ -309,6 +333,7 @@ func (c *Cluster) writeConfig() error {
 	// Light on a small or shared machine.
 	conf.WriteString("shared_buffers = 32MB\nmax_connections = 200\n")
 	conf.WriteString("timezone = 'UTC'\nlog_timezone = 'UTC'\n")
+	conf.WriteString("password_encryption = 'scram-sha-256'\n")
 	if len(c.dir) <= maxSockDir {
 		// The list syntax needs the directory double-quoted (commas); the
 		// configuration file syntax needs ' and \ escaped.
