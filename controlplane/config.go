@@ -132,6 +132,11 @@ type LocalAgents struct {
 	ClaimWindow time.Duration
 	// DrainTimeout is how long Stop lets their running tasks finish.
 	DrainTimeout time.Duration
+	// TaskUser and TaskUsersAllowed are agent.Config's: the OS user their
+	// tasks run as, and those a task's run_as_user may name. Both need
+	// root (docs/task-environment.md).
+	TaskUser         string
+	TaskUsersAllowed []string
 }
 
 // Pro is a Pro replica's election through etcd (docs/design.md §8).

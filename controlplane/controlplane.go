@@ -90,7 +90,7 @@ func (c *ControlPlane) start(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.Pro == nil {
-		c.startLocalAgents(cfg, local)
+		return c.startLocalAgents(cfg, local)
 	}
 	return nil
 }

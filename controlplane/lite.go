@@ -19,12 +19,26 @@ import (
 	"github.com/vigil-sched/vigil/store/pgcluster"
 )
 
-// liteDatabase starts Lite's private PostgreSQL when cfg has no
-// DatabaseURL (setting it, and DatabaseWait to 0: the cluster is up once
-// pgcluster.Start returns) and reads or generates the empty tokens.
+// Lite's files in DataDir besides the cluster (DataDir/pg).
+const (
+	agentTokenFile    = "agent.token"
+	operatorTokenFile = "operator.token"
+	// pgPasswordFile holds the private cluster's password
+	// (pgcluster.Config.PasswordFile).
+	pgPasswordFile = "postgres.password"
+)
+
+// liteDatabase makes DataDir private (privateDataDir), starts Lite's
+// private PostgreSQL when cfg has no DatabaseURL (setting it, and
+// DatabaseWait to 0: the cluster is up once pgcluster.Start returns), and
+// reads or generates the empty tokens.
 func (c *ControlPlane) liteDatabase(ctx context.Context, cfg *Config) error {
+	if err := privateDataDir(cfg.DataDir, cfg.DatabaseURL == "", cfg.Logger); err != nil {
+		return err
+	}
 	if cfg.DatabaseURL == "" {
-		pg, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(cfg.DataDir, "pg"), Logger: cfg.Logger})
+		pg, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(cfg.DataDir, "pg"), Logger: cfg.Logger,
+			PasswordFile: filepath.Join(cfg.DataDir, pgPasswordFile)})
 		if err != nil {
 			return fmt.Errorf("private PostgreSQL: %w", err)
 		}
@@ -40,11 +54,46 @@ func (c *ControlPlane) liteDatabase(ctx context.Context, cfg *Config) error {
 		cfg.Logger.Info("private PostgreSQL started", "dir", pg.Dir(), "port", pg.Port())
 	}
 	var err error
-	if cfg.AgentToken, err = tokenOrGenerate(cfg.AgentToken, cfg.DataDir, "agent.token"); err != nil {
+	if cfg.AgentToken, err = tokenOrGenerate(cfg.AgentToken, cfg.DataDir, agentTokenFile); err != nil {
 		return err
 	}
-	cfg.OperatorToken, err = tokenOrGenerate(cfg.OperatorToken, cfg.DataDir, "operator.token")
+	cfg.OperatorToken, err = tokenOrGenerate(cfg.OperatorToken, cfg.DataDir, operatorTokenFile)
 	return err
+}
+
+// privateDataDir makes Lite's data directory, which holds its tokens, the
+// cluster's password and the cluster, reachable by Vigil's user alone:
+// the directory 0700 (root:postgres 0710 as root with a private cluster,
+// pgcluster.PrivateParent), and every file directly in it 0600. A data
+// directory an older Vigil left wider is tightened, each change logged,
+// rather than refused: its contents were always Vigil's alone to read.
+func privateDataDir(dir string, cluster bool, log *slog.Logger) error {
+	if err := pgcluster.PrivateParent(dir, cluster, log); err != nil {
+		return &FieldError{Field: "DataDir", Err: err, text: func(name string) string {
+			return fmt.Sprintf("%s %s: %v", name, dir, err)
+		}}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fieldError("DataDir", err, "")
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return fieldError("DataDir", err, "")
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			path := filepath.Join(dir, e.Name())
+			if err := os.Chmod(path, perm&0o700); err != nil {
+				return fieldError("DataDir", err, "")
+			}
+			log.Info("made a data directory file private", "file", path, "was", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&0o700))
+		}
+	}
+	return nil
 }
 
 // elector returns how to build cfg's elector once the metrics exist: a
@@ -60,9 +109,16 @@ func (c *ControlPlane) elector(cfg Config, st *store.Store) (func(*metrics.Metri
 
 // startLocalAgents runs cfg.Agents against the API through the same HTTP
 // protocol as remote ones; Stop cancels them and waits for them to drain.
-func (c *ControlPlane) startLocalAgents(cfg Config, server localAPI) {
+// An agent's refused Config (a task user that does not exist) fails the
+// start, naming the field.
+func (c *ControlPlane) startLocalAgents(cfg Config, server localAPI) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	c.onStop(func(context.Context) error {
+		cancel()
+		wg.Wait()
+		return nil
+	})
 	host, _ := os.Hostname()
 	for i := 1; i <= cfg.Agents.Count; i++ {
 		a, err := agent.New(agent.Config{
@@ -73,12 +129,11 @@ func (c *ControlPlane) startLocalAgents(cfg Config, server localAPI) {
 			Servers: []string{server.url}, HTTPClient: server.client, Token: cfg.AgentToken,
 			Name: fmt.Sprintf("%s-%d-lite-%d", host, os.Getpid(), i),
 			Tags: cfg.Agents.Tags, Capacity: cfg.Agents.Capacity, ClaimWindow: cfg.Agents.ClaimWindow,
-			DrainTimeout: cfg.Agents.DrainTimeout,
-			Logger:       cfg.Logger, // the agent adds its name; "agent", i would be a third id
+			DrainTimeout: cfg.Agents.DrainTimeout, TaskUser: cfg.Agents.TaskUser, TaskUsersAllowed: cfg.Agents.TaskUsersAllowed,
+			Logger: cfg.Logger, // the agent adds its name; "agent", i would be a third id
 		})
 		if err != nil {
-			cfg.Logger.Error("in-process agent", "err", err)
-			continue
+			return fieldError("Agents", err, "")
 		}
 		wg.Add(1)
 		go func() {
@@ -88,11 +143,7 @@ func (c *ControlPlane) startLocalAgents(cfg Config, server localAPI) {
 			}
 		}()
 	}
-	c.onStop(func(context.Context) error {
-		cancel()
-		wg.Wait()
-		return nil
-	})
+	return nil
 }
 
 // applyDAGs validates every spec under path before storing any.
@@ -126,7 +177,7 @@ func tokenOrGenerate(explicit, dir, name string) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(buf)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", &FieldError{Field: "DataDir", Err: err, text: func(name string) string {
 			return fmt.Sprintf("%s %s: %v", name, dir, err)
 		}}

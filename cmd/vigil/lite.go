@@ -29,6 +29,7 @@ type liteOpts struct {
 	claimWindow   time.Duration // agent.Config.ClaimWindow of windowFlag, set by validate
 	drainTimeout  time.Duration
 	databaseWait  time.Duration // --database-wait, only with --database-url (dbwait.go)
+	taskUsers     taskUserOpts  // --task-user, --task-users-allowed (agentcmd.go)
 	planeOpts
 }
 
@@ -179,6 +180,7 @@ func newLiteCmd() *cobra.Command {
 	addClaimWindowFlag(f, "agent-claim-window", &o.windowFlag)
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "on shutdown, how long in-process agents let running tasks finish")
 	addDatabaseWaitFlag(f, &o.databaseWait)
+	addTaskUserFlags(f, "", &o.taskUsers)
 	addPlaneFlags(cmd, &o.planeOpts, "; empty: generated into --data-dir")
 	return cmd
 }
@@ -200,6 +202,9 @@ func (o *liteOpts) validate() error {
 	if err := validateDatabaseWait(o.databaseWait); err != nil {
 		return err
 	}
+	if err := o.taskUsers.check(); err != nil {
+		return err
+	}
 	var err error
 	if o.claimWindow, err = claimWindowConfig("--agent-claim-window", o.windowFlag); err != nil {
 		return err
@@ -218,6 +223,7 @@ func runLite(ctx context.Context, o *liteOpts, log *slog.Logger) error {
 	cfg.DatabaseURL, cfg.DatabaseWait, cfg.DataDir, cfg.DAGs = o.databaseURL, o.databaseWait, o.dataDir, o.dags
 	cfg.Agents = controlplane.LocalAgents{
 		Count: o.agents, Capacity: o.agentCapacity, Tags: o.agentTags, ClaimWindow: o.claimWindow, DrainTimeout: o.drainTimeout,
+		TaskUser: o.taskUsers.user, TaskUsersAllowed: o.taskUsers.allowed,
 	}
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
@@ -253,7 +259,7 @@ var configFlags = map[string]string{
 	"Listen": "listen", "DatabaseURL": "database-url", "DatabaseWait": "database-wait", "DataDir": "data-dir",
 	"DAGs": "dags", "AgentToken": "agent-token", "OperatorToken": "operator-token", "ViewerToken": "viewer-token",
 	"HeartbeatInterval": "heartbeat-interval", "BulkLimit": "db-agent-conns", "Agents.Count": "agents",
-	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints",
+	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints", "Agents": "task-user",
 }
 
 // startError words an error of controlplane.Start for the command line: a
