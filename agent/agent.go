@@ -155,14 +155,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() == nil {
 			return err
 		}
-		// Cancelled before anything ran; an ephemeral agent stopped
-		// between its registration and the end of the replay still
-		// deregisters.
+		// Cancelled before anything ran; an agent stopped between its
+		// registration and the end of the replay still deregisters.
 		a.mu.Lock()
 		registered := a.st.agentID != 0
 		a.mu.Unlock()
-		if a.cfg.Ephemeral && registered {
-			return a.deregister(netCtx)
+		if registered {
+			_ = a.deregister(netCtx)
 		}
 		return nil
 	}
@@ -172,9 +171,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.claimLoop(ctx, netCtx) // returns when ctx is done
 	err := a.drain()
-	if a.cfg.Ephemeral {
-		err = errors.Join(err, a.deregister(netCtx))
-	}
+	// Stopped on purpose (SIGTERM, SIGINT): say so at once, so the agent
+	// is not listed active until the agent-lost threshold, and anything
+	// it could not deliver is handled now. A failure is logged: the
+	// agent-lost threshold then does the same, later.
+	_ = a.deregister(netCtx)
 	cancelNet()
 	loops.Wait()
 	a.bg.Wait()
@@ -301,10 +302,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// deregister tells the control plane an ephemeral agent is gone for good,
-// so anything it still held is requeued or failed at once instead of
-// after the agent-lost threshold (KiCI scaler-managed agents). It tries
-// each server once.
+// deregister tells the control plane this agent stopped, so it is
+// listed deregistered at once (not active until the agent-lost
+// threshold), and anything it still held is requeued or failed at once
+// instead of after that threshold. A later process of the same name
+// takes the name over at once (store.Register). It tries each server
+// once.
 func (a *Agent) deregister(ctx context.Context) error {
 	a.mu.Lock()
 	c := a.connLocked()
@@ -314,7 +317,7 @@ func (a *Agent) deregister(ctx context.Context) error {
 		base := a.cfg.Servers[(i+indexOf(a.cfg.Servers, c.base))%len(a.cfg.Servers)]
 		url := fmt.Sprintf("%s/v1/agents/%d/deregister", base, c.agentID)
 		if err = a.cl.post(ctx, "deregister", url, 10*time.Second, struct{}{}, nil); err == nil {
-			a.log.Info("deregistered (ephemeral agent)", "agent_id", c.agentID)
+			a.log.Info("deregistered", "agent_id", c.agentID)
 			return nil
 		}
 	}

@@ -75,8 +75,6 @@ type Config struct {
 	// than the server's is lowered to the server's, which validated its
 	// agent-lost threshold against it.
 	HeartbeatInterval time.Duration
-	// Ephemeral is reserved: a later version will deregister on exit.
-	Ephemeral bool
 	// HTTPClient sends the requests; nil uses a new http.Client on
 	// NewTransport. Requests
 	// carry their own deadlines (RequestTimeout of the server's heartbeat

@@ -45,6 +45,7 @@ type fakeAPI struct {
 	completeHit map[string]int             // complete calls per attempt, also refused
 	batches     []int                      // the size of each batch request
 	claims      []int                      // the slots of each claim request
+	deregs      []int64                    // the agent id of each deregistration
 	// holdBatch, when set, makes the batch route wait for a value (or
 	// its closing) before it answers: a batch held in flight.
 	holdBatch chan struct{}
@@ -82,6 +83,7 @@ func (f *fakeAPI) serve() *httptest.Server {
 	mux.HandleFunc("POST /v1/agents/{id}/complete", f.wrap(true, f.complete))
 	mux.HandleFunc("POST /v1/agents/{id}/completions", f.wrap(true, f.completions))
 	mux.HandleFunc("POST /v1/agents/{id}/logs", f.wrap(true, f.logsHandler))
+	mux.HandleFunc("POST /v1/agents/{id}/deregister", f.wrap(true, f.deregister))
 	srv := httptest.NewServer(mux)
 	f.t.Cleanup(srv.Close)
 	return srv
@@ -405,4 +407,15 @@ func (f *fakeAPI) heartbeatsAfter(send func()) []protocol.HeartbeatRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.heartbeats[mark:])
+}
+
+// deregister records the agent's deregistration (its stop) and answers
+// 204, as the API does.
+func (f *fakeAPI) deregister(w http.ResponseWriter, r *http.Request) any {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	f.mu.Lock()
+	f.deregs = append(f.deregs, id)
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

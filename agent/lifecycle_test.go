@@ -27,6 +27,9 @@ func TestDrainWaitsForRunningTask(t *testing.T) {
 	require.True(t, ok, "the completion is delivered during the drain")
 	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
 	assert.True(t, containsLine(f.lines(task.AttemptID), "stdout", "done"))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Len(t, f.deregs, 1, "a stopped agent deregisters once, after its drain")
 }
 
 func TestDrainTimeoutKillsProcessGroups(t *testing.T) {

@@ -339,9 +339,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// deregister ends an ephemeral agent (KiCI scaler-managed agents), asked
-// by the agent itself (its credential) or by an operator: it can
-// never come back, so its claimed-but-never-started TIs are requeued at
+// deregister ends an agent that stopped (every agent calls it after its
+// drain on SIGTERM; KiCI scaler-managed agents never come back), asked
+// by the agent itself (its credential) or by an operator: its
+// claimed-but-never-started TIs are requeued at
 // once (dispatch_attempts+1) and its started ones fail with agent_lost
 // (retries apply), without waiting out the agent-lost threshold.
 func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
@@ -356,7 +357,7 @@ func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
 	}
 	reaps := make([]store.Reap, len(running))
 	for i, c := range running {
-		reaps[i] = reaper.LostAttempt(c, fmt.Sprintf("ephemeral agent %d deregistered", agentID))
+		reaps[i] = reaper.LostAttempt(c, fmt.Sprintf("agent %d deregistered (it stopped)", agentID))
 	}
 	landed, err := s.cfg.Store.DeregisterAgent(r.Context(), agentID, reaps)
 	if err != nil {

@@ -48,7 +48,7 @@ tasks:
 	s := h.ti(runID, "started")
 	assert.Equal(t, state.TIFailed, s.State)
 	assert.Equal(t, state.ReasonAgentLost, s.Reason)
-	assert.Contains(t, s.Message, "ephemeral agent")
+	assert.Contains(t, s.Message, "deregistered (it stopped)")
 	c := h.ti(runID, "claimed")
 	assert.NotEqual(t, state.TIRunning, c.State, "requeued at once")
 	assert.Equal(t, 1, c.DispatchAttempts)

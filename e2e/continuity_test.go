@@ -84,21 +84,34 @@ tasks:
 	assert.Equal(t, 1, gaps)
 }
 
-// KiCI scaler-managed agents: an ephemeral agent deregisters when it
-// exits, so the server does not wait out the agent-lost threshold for it.
-func TestEphemeralAgentDeregistersOnExit(t *testing.T) {
+// TestAgentStoppedWithSIGTERMIsNotActive: an agent stopped with SIGTERM
+// deregisters after its drain, so `agents list` shows it deregistered at
+// once, not active until the agent-lost threshold (Lite's default, 60 s,
+// far longer than this test waits); a new process of the same name takes
+// the name over at once, with the same id.
+func TestAgentStoppedWithSIGTERMIsNotActive(t *testing.T) {
 	t.Parallel()
 	lite := startLite(t, liteOpts{Agents: 0})
-	agent := startAgent(t, []string{lite.URL}, agentToken, "scaled-1", "--ephemeral")
+	agent := startAgent(t, []string{lite.URL}, agentToken, "worker-1")
 	id := agentID(t, agent, 30*time.Second)
+	agents := func() []protocol.Agent {
+		out, code := cli(t, lite, "agents", "list", "-o", "json")
+		require.Equal(t, 0, code, out)
+		var list protocol.AgentList // the API's shape (GET /v1/agents)
+		require.NoError(t, json.Unmarshal([]byte(out), &list))
+		return list.Agents
+	}
+	require.Len(t, agents(), 1)
+	require.Equal(t, "active", agents()[0].State)
 	agent.signal(syscall.SIGTERM)
-	assert.Equal(t, 0, agent.waitExit(t, 30*time.Second), "a clean ephemeral exit")
-	out, code := cli(t, lite, "agents", "list", "-o", "json")
-	require.Equal(t, 0, code, out)
-	var list protocol.AgentList // the API's shape (GET /v1/agents)
-	require.NoError(t, json.Unmarshal([]byte(out), &list))
-	agents := list.Agents
-	require.Len(t, agents, 1)
-	assert.Equal(t, id, agents[0].ID)
-	assert.Equal(t, "deregistered", agents[0].State)
+	assert.Equal(t, 0, agent.waitExit(t, 30*time.Second), "a clean exit")
+	list := agents()
+	require.Len(t, list, 1)
+	assert.Equal(t, id, list[0].ID)
+	assert.Equal(t, "deregistered", list[0].State, "stopped, not active")
+	assert.Regexp(t, `(?m)^\d+\s+worker-1\s+deregistered\s`, cliOK(t, lite, "agents", "list"), "the table says so too")
+
+	again := startAgent(t, []string{lite.URL}, agentToken, "worker-1")
+	assert.Equal(t, id, agentID(t, again, 30*time.Second), "a restart takes its name over at once")
+	assert.Equal(t, "active", agents()[0].State)
 }

@@ -244,7 +244,8 @@ type ThresholdsUpdate struct {
 
 // Agent is one registered agent (GET /v1/agents). State: active,
 // inactive (silent past the agent-lost threshold; its next heartbeat
-// reactivates it) or deregistered (an ephemeral agent that exited).
+// reactivates it) or deregistered (the agent stopped: it deregisters
+// after its drain on SIGTERM; a restart of the same name reactivates it).
 type Agent struct {
 	ID              int64     `json:"id"`
 	Name            string    `json:"name"`

@@ -65,7 +65,7 @@ func newAgentCmd() *cobra.Command {
 			}
 			a, err := agent.New(agent.Config{
 				Servers: servers, Token: token, Name: name, Tags: tags, Capacity: capacity,
-				DrainTimeout: drain, ClaimWait: claimWait, ClaimWindow: claimWindow, Ephemeral: ephemeral, Logger: log, HTTPClient: httpClient,
+				DrainTimeout: drain, ClaimWait: claimWait, ClaimWindow: claimWindow, Logger: log, HTTPClient: httpClient,
 				EventBufferSize: eventBuf, LogBufferSize: logBuf, TaskEnvAllow: envAllow,
 				KillGrace: killGrace, SupervisorPath: superv, TaskUser: users.user, TaskUsersAllowed: users.allowed,
 			})
@@ -86,7 +86,8 @@ func newAgentCmd() *cobra.Command {
 	f.DurationVar(&drain, "drain-timeout", 5*time.Minute, "on SIGTERM, how long running tasks may finish before they are killed")
 	f.DurationVar(&claimWait, "claim-wait", 30*time.Second, "claim long-poll wait (max 30s)")
 	addClaimWindowFlag(f, "claim-window", &window)
-	f.BoolVar(&ephemeral, "ephemeral", false, "deregister on exit (scaler-managed agents)")
+	f.BoolVar(&ephemeral, "ephemeral", false, "no effect: every agent deregisters when it stops")
+	_ = f.MarkDeprecated("ephemeral", "every agent now deregisters when it stops (SIGTERM or SIGINT)")
 	f.IntVar(&eventBuf, "event-buffer-size", 5000, "events buffered while the control plane is unreachable (oldest dropped first)")
 	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
 	f.DurationVar(&killGrace, "kill-grace", agent.DefaultKillGrace,

@@ -31,8 +31,8 @@ var examples = map[string]string{
   vigil agent --server http://vigil-0:8080,http://vigil-1:8080 --token-file /etc/vigil/agent.token \
     --tags gpu,linux --capacity 8
 
-  # A scaler-managed agent that deregisters when it exits
-  vigil agent --server http://vigil:8080 --token-file agent.token --ephemeral`,
+  # Stopped with SIGTERM, an agent drains, then deregisters
+  vigil agent --server http://vigil:8080 --token-file agent.token --drain-timeout 10m`,
 	"vigil agents": `  vigil agents list`,
 	"vigil agents list": `  vigil agents list
   vigil agents list -o wide
