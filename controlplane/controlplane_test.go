@@ -17,11 +17,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api"
 	"github.com/vigil-sched/vigil/api/client"
 	"github.com/vigil-sched/vigil/controlplane"
+	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/leader/etcdtest"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -96,8 +98,9 @@ func TestLiteRunsADAGAndStops(t *testing.T) {
 }
 
 // TestProHandsOverOnStop: two Pro replicas on one database and a real
-// etcd both serve; one leads, and when it stops it resigns, so the other
-// leads.
+// etcd both serve; one leads, and its Stop hands leadership over at once
+// (its campaign key is gone when Stop returns, not when its lease
+// expires), so the other leads.
 func TestProHandsOverOnStop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -106,7 +109,7 @@ func TestProHandsOverOnStop(t *testing.T) {
 		cp, err := controlplane.Start(ctx, controlplane.Config{
 			Logger: quietLog(), DatabaseURL: db, Listen: "127.0.0.1:0",
 			AgentToken: "agent-" + id, OperatorToken: "operator",
-			Pro: &controlplane.Pro{Endpoints: endpoints, ElectionTTL: 2 * time.Second, ReplicaID: id},
+			Pro: &controlplane.Pro{Endpoints: endpoints, ElectionTTL: 10 * time.Second, ReplicaID: id},
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cp.Stop(ctx) })
@@ -121,6 +124,14 @@ func TestProHandsOverOnStop(t *testing.T) {
 	assert.False(t, rep.Leader.Leading, "r2 follows")
 
 	require.NoError(t, r1.Stop(ctx))
+	// Stop resigned (and closed the session): r1's campaign key is gone
+	// when it returns, not one 10 s lease later.
+	cli := etcdtest.NewClient(t, endpoints)
+	resp, err := cli.Get(ctx, leader.DefaultEtcdPrefix+"/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	for _, kv := range resp.Kvs {
+		assert.NotEqual(t, "r1", string(kv.Value), "r1's campaign key outlived its Stop")
+	}
 	require.Eventually(t, func() bool { return leading(r2.URL()) }, waitTimeout, 20*time.Millisecond, "r2 leads once r1 stopped")
 }
 

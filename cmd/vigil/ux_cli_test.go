@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // Tests of the CLI: what a new user sees when something goes
@@ -145,6 +146,21 @@ func TestLiteBusyPortFailsBeforeDatabase(t *testing.T) {
 	assert.Contains(t, msg, "pick a free address with --listen")
 	assert.NotContains(t, msg, "postgres", "the port is checked before the database")
 	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestLiteStartErrorNamesTheFlag: an error of the control plane's
+// start-up names the flag behind the Config field (here DAGs, which is
+// read after the store is open), and exits 1, not 2: the value was valid,
+// the folder was not there.
+func TestLiteStartErrorNamesTheFlag(t *testing.T) {
+	clearClientEnv(t)
+	missing := filepath.Join(t.TempDir(), "no-dags")
+	r := runCLI(t, "lite", "--listen", "127.0.0.1:0", "--database-url", storetest.DB(t), "--database-wait", "0",
+		"--data-dir", t.TempDir(), "--agents", "0", "--dags", missing, "--log-format", "json")
+	require.Error(t, r.err)
+	assert.Equal(t, exitError, r.code)
+	assert.True(t, strings.HasPrefix(r.err.Error(), "--dags: "), "%v", r.err)
+	assert.Contains(t, r.err.Error(), missing)
 }
 
 // TestEventTimesHaveMilliseconds: events 250 ms apart keep
