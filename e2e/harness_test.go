@@ -332,6 +332,11 @@ type liteOpts struct {
 	Env []string
 	// Extra flags go after the harness's, so they override them.
 	Extra []string
+	// PrivateCluster starts Lite's own PostgreSQL under its data
+	// directory (no --database-url), and passes the tokens as the files
+	// agent.token and operator.token there (mode 0644, which Lite
+	// tightens), not as flags.
+	PrivateCluster bool
 }
 
 // liteProc is a running (or stopped) `vigil lite`.
@@ -354,7 +359,7 @@ type liteProc struct {
 func startLite(t *testing.T, opts liteOpts) *liteProc {
 	t.Helper()
 	dbURL := opts.DatabaseURL
-	if dbURL == "" {
+	if dbURL == "" && !opts.PrivateCluster {
 		dbURL = storetest.DB(t) // its drop is registered before the stop
 	}
 	port := opts.Port
@@ -365,9 +370,16 @@ func startLite(t *testing.T, opts liteOpts) *liteProc {
 		t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Port: port, DatabaseURL: dbURL,
 		DataDir: filepath.Join(t.TempDir(), "data"), TmpDir: t.TempDir(),
 	}
-	l.args = []string{"lite", "--database-url", dbURL, "--data-dir", l.DataDir,
-		"--agents", strconv.Itoa(opts.Agents), "--agent-token", agentToken, "--operator-token", operatorToken,
+	l.args = []string{"lite", "--data-dir", l.DataDir, "--agents", strconv.Itoa(opts.Agents),
 		"--log-format", "json", "--tick-interval", "200ms", "--heartbeat-interval", "1s", "--drain-timeout", "5s"}
+	if opts.PrivateCluster {
+		require.NoError(t, os.Mkdir(l.DataDir, 0o755))
+		for name, tok := range map[string]string{"agent.token": agentToken, "operator.token": operatorToken} {
+			require.NoError(t, os.WriteFile(filepath.Join(l.DataDir, name), []byte(tok+"\n"), 0o644))
+		}
+	} else {
+		l.args = append(l.args, "--database-url", dbURL, "--agent-token", agentToken, "--operator-token", operatorToken)
+	}
 	if !opts.NoListenFlag {
 		l.args = append(l.args, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 	}
