@@ -109,7 +109,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:           cfg,
 		users:         cfg.users,
 		log:           cfg.Logger.With("component", "agent", "agent_name", cfg.Name),
-		cl:            &client{http: cfg.HTTPClient, token: cfg.Token},
+		cl:            &client{http: noRedirects(cfg.HTTPClient), token: cfg.Token},
 		newBackoff:    newBackoff,
 		reqTimeout:    defaultRequestTimeout,
 		shipInterval:  defaultShipInterval,

@@ -102,9 +102,26 @@ func (c *client) post(ctx context.Context, op, url string, timeout time.Duration
 	return nil
 }
 
+// noRedirects returns a copy of hc that follows no redirect: a 3xx reply
+// comes back as an *APIError. Go would otherwise send the request again to
+// the Location, with the agent's token and its Vigil-Agent-Credential
+// header when the new host looks alike, so whoever can make a replica (or
+// something in front of it) answer 3xx would collect the agent's secrets
+// (docs/security.md).
+func noRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
 func readAPIError(op string, resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &APIError{Op: op, Status: resp.StatusCode}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		e.Message = fmt.Sprintf("the server redirected to %q; the agent follows no redirect: give --server the API's own address",
+			resp.Header.Get("Location"))
+		return e
+	}
 	var body protocol.ErrorBody
 	if json.Unmarshal(raw, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message = body.Error.Code, body.Error.Message

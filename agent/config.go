@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-sched/vigil/agent/supervisor"
+	"github.com/vigil-sched/vigil/api/protocol"
 )
 
 // Defaults that New applies to zero Config fields.
@@ -228,12 +229,21 @@ func normalizeServers(in []string) ([]string, error) {
 	return out, nil
 }
 
+// normalizeTags checks the tags as the server will (unique, non-empty,
+// within protocol.MaxAgentTags and protocol.MaxTagLen), so a bad list
+// fails at start, not at every register.
 func normalizeTags(in []string) ([]string, error) {
+	if len(in) > protocol.MaxAgentTags {
+		return nil, fieldErr("Tags", fmt.Sprintf("%d tags, more than the %d an agent may have", len(in), protocol.MaxAgentTags))
+	}
 	seen := make(map[string]bool, len(in))
 	out := make([]string, 0, len(in))
 	for i, t := range in {
 		if strings.TrimSpace(t) == "" || seen[t] {
 			return nil, fieldErr(fmt.Sprintf("Tags[%d]", i), fmt.Sprintf("%q must be non-empty and unique", t))
+		}
+		if len(t) > protocol.MaxTagLen {
+			return nil, fieldErr(fmt.Sprintf("Tags[%d]", i), fmt.Sprintf("%d bytes, more than the %d a tag may have", len(t), protocol.MaxTagLen))
 		}
 		seen[t] = true
 		out = append(out, t)

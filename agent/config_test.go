@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +94,8 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		"Servers":           {},
 		"Servers[1]":        {Servers: []string{"http://a:1", "ftp://b"}},
 		"Tags[1]":           {Servers: ok, Tags: []string{"a", "a"}},
+		"Tags[0]":           {Servers: ok, Tags: []string{strings.Repeat("t", 65)}},
+		"Tags":              {Servers: ok, Tags: manyTags(65)},
 		"Capacity":          {Servers: ok, Capacity: -1},
 		"Token":             {Servers: ok, Token: "abc\ndef"},
 		"DrainTimeout":      {Servers: ok, DrainTimeout: -time.Second},
@@ -108,7 +112,11 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		require.Error(t, err, field)
 		assert.Contains(t, err.Error(), field+" ")
 	}
-	_, err := New(Config{Servers: ok, ClaimWindow: -time.Millisecond})
+	full := manyTags(64)
+	full[0] = strings.Repeat("t", 64)
+	_, err := New(Config{Servers: ok, Tags: full})
+	require.NoError(t, err, "64 tags, one of 64 bytes: the bounds themselves are allowed")
+	_, err = New(Config{Servers: ok, ClaimWindow: -time.Millisecond})
 	require.ErrorContains(t, err, "ClaimWindow must not be negative (ClaimWindowOff turns the window off)")
 }
 
@@ -129,4 +137,13 @@ func TestGapMarkerText(t *testing.T) {
 	assert.Equal(t,
 		"--- control plane unreachable for 120s: replaying 0 buffered events and 5 log lines (2847 dropped) ---",
 		gapMarker(2*time.Minute, 0, 5, 2847))
+}
+
+// manyTags returns n distinct tags.
+func manyTags(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("tag-%d", i)
+	}
+	return out
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// Bounds on agent-supplied values.
+// Bounds on agent-supplied values; tags: protocol.MaxAgentTags and
+// protocol.MaxTagLen.
 const (
 	maxCapacity = 1024
 	maxNameLen  = 200
@@ -50,9 +51,15 @@ func validateRegister(req protocol.RegisterRequest) error {
 	if req.Capacity < 1 || req.Capacity > maxCapacity {
 		return fmt.Errorf("capacity: %d is outside 1..%d", req.Capacity, maxCapacity)
 	}
+	if len(req.Tags) > protocol.MaxAgentTags {
+		return fmt.Errorf("tags: %d tags, more than the %d an agent may have", len(req.Tags), protocol.MaxAgentTags)
+	}
 	for i, t := range req.Tags {
 		if t == "" {
 			return fmt.Errorf("tags[%d]: must not be empty", i)
+		}
+		if len(t) > protocol.MaxTagLen {
+			return fmt.Errorf("tags[%d]: %d bytes, more than the %d a tag may have", i, len(t), protocol.MaxTagLen)
 		}
 	}
 	if len(req.InFlight) > maxEntries {

@@ -177,3 +177,30 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	_, err = io.ReadAll(conn)
 	assert.NoError(t, err, "the server must close a connection whose body does not come within its read timeout")
 }
+
+// An agent registers with at most 64 tags of at most 64 bytes; past
+// either bound the register is a 400 naming the field.
+func TestAgentTagsAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noScheduler: true})
+	tags := func(n, size int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%0*d", size, i)
+		}
+		return out
+	}
+	reg := func(name string, tags []string) (int, protocol.ErrorDetail) {
+		return h.call("POST", "/v1/agents/register", agentToken, protocol.RegisterRequest{Name: name, Tags: tags, Capacity: 1}, nil)
+	}
+	code, e := reg("many", tags(protocol.MaxAgentTags+1, 4))
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "tags: 65 tags, more than the 64 an agent may have", e.Message)
+	long := tags(3, 4)
+	long[2] = strings.Repeat("x", protocol.MaxTagLen+1)
+	code, e = reg("long", long)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "tags[2]: 65 bytes, more than the 64 a tag may have", e.Message)
+	code, e = reg("full", tags(protocol.MaxAgentTags, protocol.MaxTagLen))
+	assert.Equal(t, http.StatusOK, code, e.Message)
+}

@@ -44,7 +44,7 @@ import (
 
 // Tokens every Lite of these tests uses.
 const (
-	agentToken    = "e2e-agent-token"
+	agentToken    = "e2e-agent-token-0123"
 	operatorToken = "e2e-operator-token"
 )
 

@@ -82,12 +82,22 @@ const HeaderAgentCredential = "Vigil-Agent-Credential"
 // holds an undelivered completion for, each with its true Started flag: a
 // claimed attempt whose process has not been started yet reports false,
 // so the server can still requeue it without spending a try.
+//
+// Tags holds at most MaxAgentTags tags of at most MaxTagLen bytes each:
+// every claim matches them and GET /v1/agents returns them, so they are
+// bounded like every other input (docs/security.md).
 type RegisterRequest struct {
 	Name     string           `json:"name"`
 	Tags     []string         `json:"tags"`
 	Capacity int              `json:"capacity"`
 	InFlight []HeartbeatEntry `json:"in_flight"`
 }
+
+// Bounds on an agent's tags (RegisterRequest.Tags).
+const (
+	MaxAgentTags = 64 // tags per agent
+	MaxTagLen    = 64 // bytes per tag
+)
 
 // RegisterResponse carries the agent's id, its credential, the heartbeat
 // interval it must keep, and the in-flight attempts it must terminate.

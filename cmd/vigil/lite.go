@@ -55,8 +55,8 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.StringVar(&p.agentToken, "agent-token", "", "bearer token for agents"+tokenHelp)
 	f.StringVar(&p.operatorToken, "operator-token", "", "bearer token for operators"+tokenHelp)
 	f.StringVar(&p.viewerToken, "viewer-token", "", "optional bearer token of the read-only viewer role (API and console); must differ from the others")
-	p.secretFiles = append(p.secretFiles, addSecretFile(f, "agent-token", &p.agentToken), addSecretFile(f, "operator-token", &p.operatorToken),
-		addSecretFile(f, "viewer-token", &p.viewerToken))
+	p.secretFiles = append(p.secretFiles, addTokenFile(f, "agent-token", &p.agentToken), addTokenFile(f, "operator-token", &p.operatorToken),
+		addTokenFile(f, "viewer-token", &p.viewerToken))
 	addServeTLSFlags(f, &p.tls)
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")

@@ -29,7 +29,7 @@ func TestServerRefusesReapingAcrossFailover(t *testing.T) {
 		require.NoError(t, os.Unsetenv(k))
 	}
 	base := []string{"server", "--database-url", "postgres://127.0.0.1:1/none", "--etcd-endpoints", "127.0.0.1:1",
-		"--agent-token", "a", "--operator-token", "o"}
+		"--agent-token", "agent-token-0123456789", "--operator-token", "operator-token-0123456789"}
 
 	r := runCLI(t, append(base, "--election-ttl", "3s", "--heartbeat-interval", "1s", "--agent-lost-threshold", "4s")...)
 	assert.Equal(t, exitUsage, r.code)
