@@ -5,6 +5,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -23,55 +25,67 @@ const DefaultEvery = 2 * time.Second
 // as part of the cluster (GET /v1/cluster).
 const SeenWithin = time.Minute
 
-// Publisher upserts this replica's row every Every. Store, Status and
-// Report are required.
-type Publisher struct {
+// ServicePublish names the publisher's maintenance service.
+const ServicePublish = "cluster_publish"
+
+// Config configures a Publisher. Store, Status and Report are required.
+type Config struct {
 	Store   *store.Store
 	Status  func() leader.Status          // leadership as this replica sees it
 	Report  func() protocol.ReplicaReport // the scheduler's part (scheduler.Scheduler.Report)
-	Version string
-	Every   time.Duration // default DefaultEvery
-	Logger  *slog.Logger
+	Version string                        // default "dev"
+	Every   time.Duration                 // time between publishes; default DefaultEvery
+	Logger  *slog.Logger                  // default slog.Default()
+}
+
+// Publisher upserts this replica's row every Every, on leader and
+// followers alike, as a maintenance service of its own.
+type Publisher struct {
+	cfg Config
+	// started is this process's started_at (microsecond precision, as
+	// stored), read from the database clock by the first pass.
+	started time.Time
 	// published: this Publisher's row is in the table, so a started_at
 	// other than its own found there was written by another process.
 	published bool
 }
 
-// Run publishes at once and then every Every until ctx ends. A failed
-// publish is logged and retried at the next tick: the row only informs.
-func (p *Publisher) Run(ctx context.Context) error {
-	if p.Store == nil || p.Status == nil || p.Report == nil {
-		return errors.New("cluster: Store, Status and Report are required")
+// NewPublisher fills cfg's zero fields with the defaults. Errors: a
+// missing Store, Status or Report.
+func NewPublisher(cfg Config) (*Publisher, error) {
+	if cfg.Store == nil || cfg.Status == nil || cfg.Report == nil {
+		return nil, errors.New("cluster: Store, Status and Report are required")
 	}
-	every := p.Every
-	if every <= 0 {
-		every = DefaultEvery
-	}
-	log := p.logger()
-	started, err := p.Store.Now(ctx)
-	if err != nil {
-		started = time.Now() // the row's started_at only; retried rows keep it
-	}
-	started = started.Truncate(time.Microsecond).Round(0) // as stored, so that Publish recognises its own
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := p.Publish(ctx, started); err != nil && ctx.Err() == nil {
-			log.Warn("replica status not published; next tick retries", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	cfg.Version = cmp.Or(cfg.Version, "dev")
+	cfg.Every = cmp.Or(cfg.Every, DefaultEvery)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	return &Publisher{cfg: cfg}, nil
 }
 
-func (p *Publisher) logger() *slog.Logger {
-	if p.Logger == nil {
-		return slog.Default()
+// Run publishes at once and then every Every until ctx ends; it returns
+// nil. A failed publish is logged and retried at the next interval: the
+// row only informs.
+func (p *Publisher) Run(ctx context.Context) error {
+	return maintenance.NewGroup(p.cfg.Logger, nil, p.service()).Run(ctx)
+}
+
+// service runs runOnce every Every.
+func (p *Publisher) service() *maintenance.Service {
+	return maintenance.New(maintenance.Config{Name: ServicePublish, Interval: p.cfg.Every}, p.runOnce)
+}
+
+// runOnce publishes the row once. The first pass reads started_at from
+// the database clock (this process's clock if that fails: it only labels
+// the row, and later passes keep it).
+func (p *Publisher) runOnce(ctx context.Context) error {
+	if p.started.IsZero() {
+		started, err := p.cfg.Store.Now(ctx)
+		if err != nil {
+			started = time.Now()
+		}
+		p.started = started.Truncate(time.Microsecond).Round(0) // as stored, so that Publish recognises its own
 	}
-	return p.Logger
+	return p.Publish(ctx, p.started)
 }
 
 // Publish upserts this replica's row once; started is its started_at
@@ -81,23 +95,19 @@ func (p *Publisher) logger() *slog.Logger {
 // error naming --replica-id each time it sees one, and goes on
 // (adr/0025-duplicate-replica-id-logged.md).
 func (p *Publisher) Publish(ctx context.Context, started time.Time) error {
-	st := p.Status()
-	report, err := json.Marshal(p.Report())
+	st := p.cfg.Status()
+	report, err := json.Marshal(p.cfg.Report())
 	if err != nil {
 		return err
 	}
-	version := p.Version
-	if version == "" {
-		version = "dev"
-	}
-	prev, err := p.Store.PublishReplica(ctx, store.ReplicaStatus{
-		ReplicaID: st.Self, Leading: st.Leading, Epoch: st.Epoch, Version: version, StartedAt: started, Report: report,
+	prev, err := p.cfg.Store.PublishReplica(ctx, store.ReplicaStatus{
+		ReplicaID: st.Self, Leading: st.Leading, Epoch: st.Epoch, Version: p.cfg.Version, StartedAt: started, Report: report,
 	})
 	if err != nil {
 		return err
 	}
 	if p.published && !prev.IsZero() && !prev.Equal(started) {
-		p.logger().Error("another live process publishes as this replica: --replica-id must name one process",
+		p.cfg.Logger.Error("another live process publishes as this replica: --replica-id must name one process",
 			"flag", "--replica-id", "replica_id", st.Self, "started_at", started, "other_started_at", prev)
 	}
 	p.published = true

@@ -36,9 +36,10 @@ func TestReadShowsEveryReplicaFromTheDatabase(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	sweep := protocol.ReaperSweep{Reaper: "agent_lost", At: at, Duration: protocol.Duration(3 * time.Millisecond), Candidates: 2, Applied: 1}
 	publish := func(self string, leading bool, rep protocol.ReplicaReport) {
-		p := &cluster.Publisher{Store: st, Version: "v-test",
+		p, err := cluster.NewPublisher(cluster.Config{Store: st, Version: "v-test",
 			Status: func() leader.Status { return leader.Status{Self: self, Leading: leading, Epoch: epoch} },
-			Report: func() protocol.ReplicaReport { return rep }}
+			Report: func() protocol.ReplicaReport { return rep }})
+		require.NoError(t, err)
 		require.NoError(t, p.Publish(ctx, at))
 	}
 	publish("replica-b", false, protocol.ReplicaReport{Decisions: map[string]int64{"agent_lost": 0}})
@@ -91,9 +92,10 @@ func TestASecondLiveProcessUnderOneReplicaIDIsLogged(t *testing.T) {
 	}
 	start := func(at time.Time) proc {
 		var buf bytes.Buffer
-		p := &cluster.Publisher{Store: st, Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+		p, err := cluster.NewPublisher(cluster.Config{Store: st, Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
 			Status: func() leader.Status { return leader.Status{Self: "r2"} },
-			Report: func() protocol.ReplicaReport { return protocol.ReplicaReport{} }}
+			Report: func() protocol.ReplicaReport { return protocol.ReplicaReport{} }})
+		require.NoError(t, err)
 		return proc{p, &buf, at}
 	}
 	publish := func(pr proc) { require.NoError(t, pr.p.Publish(ctx, pr.started)) }
@@ -115,4 +117,45 @@ func TestASecondLiveProcessUnderOneReplicaIDIsLogged(t *testing.T) {
 		assert.Contains(t, pr.log.String(), `"flag":"--replica-id","replica_id":"r2"`)
 		assert.Equal(t, 1, strings.Count(pr.log.String(), "\n"), "one error per publish that saw the other")
 	}
+}
+
+// The publisher's pass stamps started_at from the database clock at its
+// first pass and keeps it, refreshes seen_at and the leadership it reads
+// each pass, and never takes its own earlier row for another process's.
+func TestPublisherPassKeepsItsStartedAt(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.DB(t))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	var buf bytes.Buffer
+	status := leader.Status{Self: "r1"}
+	p, err := cluster.NewPublisher(cluster.Config{Store: st, Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+		Status: func() leader.Status { return status },
+		Report: func() protocol.ReplicaReport { return protocol.ReplicaReport{} }})
+	require.NoError(t, err)
+	cfg := p.ConfigForTest()
+	assert.Equal(t, cluster.DefaultEvery, cfg.Every)
+	assert.Equal(t, "dev", cfg.Version)
+
+	before, err := st.Now(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.RunOnceForTest(ctx))
+	started := p.StartedForTest()
+	assert.False(t, started.Before(before.Truncate(time.Microsecond)), "started_at is read from the database clock")
+	status = leader.Status{Self: "r1", Leading: true, Epoch: 3}
+	require.NoError(t, p.RunOnceForTest(ctx))
+	assert.Equal(t, started, p.StartedForTest(), "later passes keep started_at")
+
+	got, err := cluster.Read(ctx, st, "r1")
+	require.NoError(t, err)
+	require.Len(t, got.Replicas, 1)
+	r := got.Replicas[0]
+	assert.True(t, r.Leading)
+	assert.Equal(t, int64(3), r.Epoch)
+	assert.True(t, r.StartedAt.Equal(started), "the row carries this process's started_at: %s vs %s", r.StartedAt, started)
+	assert.Equal(t, "dev", r.Version)
+	assert.Empty(t, buf.String(), "its own row is no duplicate")
+
+	_, err = cluster.NewPublisher(cluster.Config{Store: st})
+	assert.ErrorContains(t, err, "Store, Status and Report are required")
 }

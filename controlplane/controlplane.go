@@ -156,6 +156,11 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, ln net.Listener, newEl
 	if err != nil {
 		return localAPI{}, invalid(err)
 	}
+	// Every replica publishes its own row for GET /v1/cluster.
+	pub, err := cluster.NewPublisher(cluster.Config{Store: st, Status: el.Status, Report: sched.Report, Version: cfg.Version, Logger: cfg.Logger})
+	if err != nil {
+		return localAPI{}, err
+	}
 	srv, err := api.New(api.Config{
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger,
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken,
@@ -177,8 +182,6 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, ln net.Listener, newEl
 	go func() {
 		electorDone <- el.Run(leadCtx, leader.Callbacks{OnStartedLeading: sched.Lead})
 	}()
-	// Every replica publishes its own row for GET /v1/cluster.
-	pub := &cluster.Publisher{Store: st, Status: el.Status, Report: sched.Report, Version: cfg.Version, Logger: cfg.Logger}
 	publishDone := make(chan error, 1)
 	go func() { publishDone <- pub.Run(leadCtx) }()
 	c.onStop(func(ctx context.Context) error {

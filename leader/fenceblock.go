@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -77,37 +78,42 @@ func (b *fenceBlock) clear(why string) {
 	}
 }
 
-// watch polls the fence row while blocked; a changed row (a reset, or a
-// term another replica took) ends the block.
+// ServiceFenceWatch names the fence watch's maintenance service.
+const ServiceFenceWatch = "fence_watch"
+
+// watch runs the fence watch (watchOnce every fenceWatchInterval, the
+// first after one interval) until the block clears or ctx ends.
 func (b *fenceBlock) watch(ctx context.Context) {
 	defer func() {
 		b.mu.Lock()
 		b.watching = false
 		b.mu.Unlock()
 	}()
-	t := time.NewTicker(fenceWatchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		b.mu.Lock()
-		refused := b.refused
-		b.mu.Unlock()
-		if refused == nil {
-			return
-		}
-		cur, err := b.store.FenceState(ctx)
-		if err != nil {
-			continue
-		}
-		if cur.Generation != refused.Generation || cur.Domain != refused.Domain ||
-			cur.Revision != refused.Revision || cur.Holder != refused.Holder {
-			b.clear(fmt.Sprintf("the fence changed: generation %d, domain %s, revision %d, holder %q",
-				cur.Generation, cur.Domain, cur.Revision, cur.Holder))
-			return
-		}
+	svc := maintenance.New(maintenance.Config{Name: ServiceFenceWatch, Interval: fenceWatchInterval,
+		InitialDelay: fenceWatchInterval}, b.watchOnce)
+	_ = maintenance.NewGroup(b.log, nil, svc).Run(ctx) // nil: watchOnce has no fatal error
+}
+
+// watchOnce re-reads the fence row while blocked; a changed row (a
+// reset, or a term another replica took) ends the block. It returns
+// maintenance.ErrFinished once there is no block left to watch; a failed
+// read is retried at the next interval.
+func (b *fenceBlock) watchOnce(ctx context.Context) error {
+	b.mu.Lock()
+	refused := b.refused
+	b.mu.Unlock()
+	if refused == nil {
+		return maintenance.ErrFinished
 	}
+	cur, err := b.store.FenceState(ctx)
+	if err != nil {
+		return err
+	}
+	if cur.Generation != refused.Generation || cur.Domain != refused.Domain ||
+		cur.Revision != refused.Revision || cur.Holder != refused.Holder {
+		b.clear(fmt.Sprintf("the fence changed: generation %d, domain %s, revision %d, holder %q",
+			cur.Generation, cur.Domain, cur.Revision, cur.Holder))
+		return maintenance.ErrFinished
+	}
+	return nil
 }

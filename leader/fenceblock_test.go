@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/leader/etcdtest"
+	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -122,4 +123,37 @@ func TestStaticLeadsAgainAfterReset(t *testing.T) {
 	assert.Equal(t, "lite", f.Holder)
 	cancel()
 	assert.NoError(t, <-done)
+}
+
+// The fence watch's pass keeps the block while the refusing fence row is
+// unchanged, ends it (status, gauge, log) once the row changes, and
+// finishes its service once there is no block left to watch.
+func TestFenceWatchPassClearsTheBlockWhenTheFenceChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	_, err := st.AcquireFenceIn(ctx, store.FenceDomainEtcd, 7, "pro-replica")
+	require.NoError(t, err)
+	refused, err := st.FenceState(ctx)
+	require.NoError(t, err)
+	m := metrics.New()
+	logs := &syncBuffer{}
+	b := &fenceBlock{store: st, status: &statusBox{}, m: m, log: slog.New(slog.NewTextHandler(logs, nil))}
+	b.set(ctx, &store.FencedError{Refusal: store.FenceRefusedDomain, Domain: store.FenceDomainLite, Revision: 1, Fence: &refused}, false)
+	require.True(t, b.status.get().FenceBlocked)
+
+	require.NoError(t, b.watchOnce(ctx), "the fence has not changed: the block stays")
+	assert.True(t, b.status.get().FenceBlocked)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.LeaderFenceBlocked))
+
+	_, _, err = st.ResetFence(ctx, "test", "drill")
+	require.NoError(t, err)
+	require.ErrorIs(t, b.watchOnce(ctx), maintenance.ErrFinished, "a changed fence ends the watch")
+	assert.False(t, b.status.get().FenceBlocked)
+	assert.Empty(t, b.status.get().FenceBlockedReason)
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.LeaderFenceBlocked))
+	assert.Contains(t, logs.String(), "leader fence no longer blocks this replica")
+	assert.Contains(t, logs.String(), "generation 1")
+
+	require.ErrorIs(t, b.watchOnce(ctx), maintenance.ErrFinished, "no block: nothing to watch")
 }

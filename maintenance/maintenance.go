@@ -12,6 +12,7 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -22,8 +23,14 @@ import (
 
 // Pass is one round of a service's work, bounded by the ctx deadline of
 // Config.Timeout. An error is logged and the next interval retries,
-// unless the Group's fatal predicate reports it, which ends the Group.
+// unless the Group's fatal predicate reports it, which ends the Group, or
+// it is ErrFinished, which ends this service alone.
 type Pass func(ctx context.Context) error
+
+// ErrFinished is returned (or wrapped) by a Pass whose service has nothing
+// left to do: its loop ends without error and the Group's other services
+// go on. The fence watch uses it once the fence no longer blocks.
+var ErrFinished = errors.New("maintenance: service finished")
 
 // Config is one service's timing.
 type Config struct {
@@ -118,8 +125,9 @@ func (s *Service) Stuck(now time.Time) time.Duration {
 	return 0
 }
 
-// Run loops until ctx ends (it returns nil) or a pass returns an error that
-// fatal reports (it returns that error). Other errors are logged.
+// Run loops until ctx ends or a pass returns ErrFinished (it returns nil),
+// or a pass returns an error that fatal reports (it returns that error).
+// Other errors are logged.
 func (s *Service) Run(ctx context.Context, fatal func(error) bool, log *slog.Logger) error {
 	timer := time.NewTimer(s.cfg.InitialDelay)
 	defer timer.Stop()
@@ -138,7 +146,7 @@ func (s *Service) Run(ctx context.Context, fatal func(error) bool, log *slog.Log
 		took := time.Since(began)
 		switch {
 		case err == nil:
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, errors.Is(err, ErrFinished):
 			return nil
 		case fatal != nil && fatal(err):
 			return err

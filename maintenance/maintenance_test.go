@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -191,4 +192,36 @@ func TestNextWaitBoundsTheDutyCycle(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, nextWait(c.interval, c.took, c.duty), "%+v", c)
 	}
+}
+
+// A pass that returns ErrFinished (wrapped or not) ends its own service
+// without error while the Group's other services go on.
+func TestFinishedServiceEndsAloneWithoutError(t *testing.T) {
+	t.Parallel()
+	var passes atomic.Int32
+	finished := New(Config{Name: "watch", Interval: time.Millisecond}, func(context.Context) error {
+		if passes.Add(1) == 3 {
+			return fmt.Errorf("fence changed: %w", ErrFinished)
+		}
+		return nil
+	})
+	require.NoError(t, finished.Run(context.Background(), func(error) bool { return true }, quiet),
+		"ErrFinished is neither fatal nor logged: the loop just ends")
+	assert.EqualValues(t, 3, passes.Load())
+
+	passes.Store(0)
+	other := newGate()
+	g := NewGroup(quiet, nil, finished, New(Config{Name: "other", Interval: time.Hour}, other.pass))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	other.waitEntered(t)
+	require.Eventually(t, func() bool { return passes.Load() == 3 }, 5*time.Second, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the group ended with its finished service: %v", err)
+	default:
+	}
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -1,12 +1,19 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/store"
 )
+
+// ServiceRetention names the leader service that prunes old runs and agents.
+const ServiceRetention = "retention"
 
 // Retention configures leader-only pruning (docs/design.md §7; horsies retention).
 // A zero age disables that category; the CLI's defaults are
@@ -14,8 +21,8 @@ import (
 type Retention struct {
 	Runs     time.Duration // terminal runs with their TIs, events and logs
 	Agents   time.Duration // inactive or deregistered agents
-	Interval time.Duration // how often to prune; default 1h
-	Batch    int           // rows per fenced DELETE; default 500
+	Interval time.Duration // how often to prune; default DefaultRetentionInterval
+	Batch    int           // rows per fenced DELETE; default defaultRetentionBatch
 }
 
 // Retention defaults.
@@ -28,52 +35,11 @@ const (
 	defaultRetentionBatch = 100
 )
 
-// Prune runs one retention pass under epoch and returns how many runs and
-// agents it removed. Each removed row counts decision retention_pruned.
-func (s *Scheduler) Prune(ctx context.Context, epoch int64) (runs, agents int, err error) {
-	r := s.cfg.Retention
-	if r.Runs > 0 {
-		if runs, err = s.pruneLoop(ctx, func() (int, error) { return s.cfg.Store.PruneRuns(ctx, epoch, r.Runs, r.Batch) }); err != nil {
-			return runs, 0, err
-		}
-	}
-	if r.Agents > 0 {
-		if agents, err = s.pruneLoop(ctx, func() (int, error) { return s.cfg.Store.PruneAgents(ctx, epoch, r.Agents, r.Batch) }); err != nil {
-			return runs, agents, err
-		}
-	}
-	if runs+agents > 0 {
-		s.cfg.Metrics.Decisions.WithLabelValues(metrics.DecisionRetentionPruned).Add(float64(runs + agents))
-		s.log.Info("scheduler decision", "decision", metrics.DecisionRetentionPruned, "runs", runs, "agents", agents,
-			"epoch", epoch, "runs_older_than", r.Runs, "agents_older_than", r.Agents)
-	}
-	return runs, agents, nil
-}
-
-// pruneLoop deletes batch after batch until one comes back short: a pass
-// has no ceiling, so retention keeps up with any completion rate, while
-// each batch is its own short transaction.
-func (s *Scheduler) pruneLoop(ctx context.Context, batch func() (int, error)) (int, error) {
-	total := 0
-	for ctx.Err() == nil {
-		n, err := batch()
-		total += n
-		if err != nil || n < s.cfg.Retention.Batch {
-			return total, err
-		}
-	}
-	return total, ctx.Err()
-}
-
 // Validate applies defaults for unset fields and checks bounds; errors
 // name the flag (retention-runs, retention-agents, retention-interval).
 func (r *Retention) Validate() error {
-	if r.Interval == 0 {
-		r.Interval = DefaultRetentionInterval
-	}
-	if r.Batch == 0 {
-		r.Batch = defaultRetentionBatch
-	}
+	r.Interval = cmp.Or(r.Interval, DefaultRetentionInterval)
+	r.Batch = cmp.Or(r.Batch, defaultRetentionBatch)
 	switch {
 	case r.Runs < 0:
 		return fmt.Errorf("retention-runs: %s must not be negative (0 disables)", r.Runs)
@@ -89,4 +55,68 @@ func (r *Retention) Validate() error {
 		return fmt.Errorf("retention batch: %d must be between 1 and 100000", r.Batch)
 	}
 	return nil
+}
+
+// retention is the leader service that prunes what Retention names. It
+// holds nothing between passes.
+type retention struct {
+	cfg     Retention // validated
+	store   *store.Store
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// newRetention returns the service for a validated cfg (Retention.Validate).
+func newRetention(cfg Retention, st *store.Store, m *metrics.Metrics, log *slog.Logger) *retention {
+	return &retention{cfg: cfg, store: st, metrics: m, log: log}
+}
+
+// enabled reports whether any category is kept for a limited time.
+func (r *retention) enabled() bool { return r.cfg.Runs > 0 || r.cfg.Agents > 0 }
+
+// service runs runOnce under epoch every Interval. The first pass waits
+// a minute (or one Interval, if shorter) so that a restart loop cannot
+// turn into a pruning loop.
+func (r *retention) service(epoch int64) *maintenance.Service {
+	return maintenance.New(maintenance.Config{Name: ServiceRetention, Interval: r.cfg.Interval,
+		Timeout: r.cfg.Interval, InitialDelay: min(time.Minute, r.cfg.Interval)},
+		func(ctx context.Context) error { _, _, err := r.runOnce(ctx, epoch); return err })
+}
+
+// runOnce prunes under epoch and returns how many runs and agents it
+// removed. Each removed row counts decision retention_pruned. A fenced
+// epoch returns the *store.FencedError.
+func (r *retention) runOnce(ctx context.Context, epoch int64) (runs, agents int, err error) {
+	c := r.cfg
+	if c.Runs > 0 {
+		if runs, err = r.batches(ctx, func() (int, error) { return r.store.PruneRuns(ctx, epoch, c.Runs, c.Batch) }); err != nil {
+			return runs, 0, err
+		}
+	}
+	if c.Agents > 0 {
+		if agents, err = r.batches(ctx, func() (int, error) { return r.store.PruneAgents(ctx, epoch, c.Agents, c.Batch) }); err != nil {
+			return runs, agents, err
+		}
+	}
+	if runs+agents > 0 {
+		r.metrics.Decisions.WithLabelValues(metrics.DecisionRetentionPruned).Add(float64(runs + agents))
+		r.log.Info("scheduler decision", "decision", metrics.DecisionRetentionPruned, "runs", runs, "agents", agents,
+			"epoch", epoch, "runs_older_than", c.Runs, "agents_older_than", c.Agents)
+	}
+	return runs, agents, nil
+}
+
+// batches deletes batch after batch until one comes back short: a pass
+// has no ceiling, so retention keeps up with any completion rate, while
+// each batch is its own short transaction.
+func (r *retention) batches(ctx context.Context, batch func() (int, error)) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		n, err := batch()
+		total += n
+		if err != nil || n < r.cfg.Batch {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
 }

@@ -84,9 +84,12 @@ type Config struct {
 	MassSilence *reaper.MassSilence
 }
 
-// Scheduler runs the leader's services while its replica leads. It is
-// safe for concurrent use: Heartbeat, SweepNow and the threshold API may
-// be called from HTTP handlers at any time.
+// Scheduler runs the leader's services while its replica leads: the
+// tick, reconcile and schedules passes are its own; the stall detector,
+// settings, ti_counts, retention and one service per reaper are small
+// types of their own that it starts and stops with the term. It is safe
+// for concurrent use: Heartbeat, SweepNow and the threshold API may be
+// called from HTTP handlers at any time.
 type Scheduler struct {
 	cfg      Config
 	log      *slog.Logger
@@ -94,8 +97,10 @@ type Scheduler struct {
 	leading  atomic.Bool
 	lastTick atomic.Int64 // unix nanoseconds of the last finished tick
 
-	thMu      sync.RWMutex
-	effective reaper.Thresholds
+	settings  *settings
+	tiCounts  *tiCounts
+	retention *retention
+	reaping   []*reaper.Service // one per reaper.Names, in that order
 
 	mu    sync.Mutex
 	term  *reaper.Term       // nil when not leading
@@ -123,7 +128,11 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := validateConfigThresholds(cfg); err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler"), effective: cfg.Thresholds}
+	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler")}
+	s.settings = newSettings(settingsConfig{Configured: cfg.Thresholds, Timing: cfg.timing(), Interval: cfg.SweepInterval},
+		cfg.Store, s.log)
+	s.tiCounts = newTICounts(tiCountsConfig{Interval: cfg.SweepInterval}, cfg.Store, cfg.Metrics)
+	s.retention = newRetention(cfg.Retention, cfg.Store, cfg.Metrics, s.log)
 	r, err := reaper.New(reaper.Config{
 		Store: cfg.Store, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock, Thresholds: s.Thresholds,
 		MassSilence: cfg.MassSilence,
@@ -132,6 +141,9 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	s.reapers = r
+	for _, name := range reaper.Names() {
+		s.reaping = append(s.reaping, r.NewService(reaper.ServiceConfig{Name: name, Interval: cfg.SweepInterval, Term: s.currentTerm}))
+	}
 	return s, nil
 }
 
@@ -226,9 +238,9 @@ const (
 	ServiceTick      = "scheduler_tick"
 	ServiceReconcile = "reconcile"
 	ServiceStall     = "stall_detector"
-	ServiceSettings  = "settings"
-	ServiceRetention = "retention"
-	// Each reaper runs as a service named after it (reaper.Names).
+	// ServiceSettings, ServiceTICounts, ServiceRetention and
+	// ServiceSchedules are named beside their services; each reaper runs
+	// as a service named after it (reaper.Names).
 )
 
 // services builds one term's services, and a func that drops their
@@ -240,37 +252,22 @@ func (s *Scheduler) services(epoch int64, stall *stallDetector) (*maintenance.Gr
 		unsubs = append(unsubs, unsub)
 		return ch
 	}
-	wake := sub(store.ChanScheduler)
 	svcs := []*maintenance.Service{
-		maintenance.New(maintenance.Config{Name: ServiceStall, Interval: stall.every(), Timeout: s.gapLimit() / 2},
-			stall.pass),
-		maintenance.New(maintenance.Config{Name: ServiceTick, Interval: s.cfg.Interval, Wake: wake, Coalesce: wakeCoalesce},
+		stall.service(),
+		maintenance.New(maintenance.Config{Name: ServiceTick, Interval: s.cfg.Interval, Wake: sub(store.ChanScheduler), Coalesce: wakeCoalesce},
 			func(ctx context.Context) error { _, err := s.Tick(ctx, epoch); return err }),
 		maintenance.New(maintenance.Config{Name: ServiceReconcile, Interval: s.cfg.ReconcileInterval, InitialDelay: s.cfg.ReconcileInterval},
 			func(ctx context.Context) error { _, err := s.Reconcile(ctx, epoch); return err }),
 		maintenance.New(maintenance.Config{Name: ServiceSchedules, Interval: s.cfg.Interval},
 			func(ctx context.Context) error { _, err := s.Schedules(ctx, epoch); return err }),
-		maintenance.New(maintenance.Config{Name: ServiceSettings, Interval: s.cfg.SweepInterval}, s.RefreshThresholds),
-		maintenance.New(maintenance.Config{Name: ServiceTICounts, Interval: s.cfg.SweepInterval, MaxDuty: TICountsMaxDuty}, s.CountTaskInstances),
+		s.settings.service(),
+		s.tiCounts.service(),
 	}
-	for _, name := range reaper.Names() {
-		reap := sub(store.ChanReap)
-		svcs = append(svcs, maintenance.New(maintenance.Config{Name: name, Interval: s.cfg.SweepInterval, Wake: reap},
-			func(ctx context.Context) error {
-				t := s.currentTerm()
-				if t == nil {
-					return nil
-				}
-				_, err := s.reapers.Pass(ctx, name, *t)
-				return err
-			}))
+	for _, r := range s.reaping {
+		svcs = append(svcs, r.Maintenance(sub(store.ChanReap)))
 	}
-	if s.cfg.Retention.Runs > 0 || s.cfg.Retention.Agents > 0 {
-		// The first pass waits a minute so a restart loop cannot turn into
-		// a pruning loop.
-		svcs = append(svcs, maintenance.New(maintenance.Config{Name: ServiceRetention, Interval: s.cfg.Retention.Interval,
-			Timeout: s.cfg.Retention.Interval, InitialDelay: min(time.Minute, s.cfg.Retention.Interval)},
-			func(ctx context.Context) error { _, _, err := s.Prune(ctx, epoch); return err }))
+	if s.retention.enabled() {
+		svcs = append(svcs, s.retention.service(epoch))
 	}
 	return maintenance.NewGroup(s.log, store.IsFenced, svcs...), func() {
 		for _, u := range unsubs {

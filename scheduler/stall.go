@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/reaper"
 )
 
@@ -51,8 +52,14 @@ func (d *stallDetector) start(ctx context.Context) error {
 	}
 }
 
-// pass is the detector's service pass: one clock reading.
-func (d *stallDetector) pass(ctx context.Context) error {
+// service runs runOnce every every(), each reading bounded by half the
+// gap limit.
+func (d *stallDetector) service() *maintenance.Service {
+	return maintenance.New(maintenance.Config{Name: ServiceStall, Interval: d.every(), Timeout: d.s.gapLimit() / 2}, d.runOnce)
+}
+
+// runOnce takes one clock reading.
+func (d *stallDetector) runOnce(ctx context.Context) error {
 	now, err := d.clock.Now(ctx)
 	if err != nil {
 		d.down = true

@@ -1,0 +1,108 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/store"
+)
+
+// Retention removes only old terminal runs (with their TIs, events and
+// logs) and long-silent inactive agents; a run that is not terminal is
+// never touched, however old.
+func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, st := newScheduler(t, Config{Retention: Retention{Runs: 24 * time.Hour, Agents: 24 * time.Hour, Batch: 1}})
+	raw, err := pgxpool.New(ctx, st.URL())
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
+	spec, err := dag.Parse([]byte("dag_id: d\ntasks:\n  - id: a\n    command: [\"true\"]\n"))
+	require.NoError(t, err)
+	_, err = st.ApplyDAG(ctx, spec)
+	require.NoError(t, err)
+	ids := map[string]int64{}
+	for _, name := range []string{"old-success", "old-failed", "recent-success", "old-running"} {
+		run, err := st.TriggerRun(ctx, "d")
+		require.NoError(t, err)
+		ids[name] = run.ID
+	}
+	exec := func(sql string, args ...any) {
+		_, err := raw.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`UPDATE runs SET state = 'success', end_date = now() - interval '3 days' WHERE id = $1`, ids["old-success"])
+	exec(`UPDATE runs SET state = 'failed', end_date = now() - interval '3 days' WHERE id = $1`, ids["old-failed"])
+	exec(`UPDATE runs SET state = 'success', end_date = now() - interval '1 hour' WHERE id = $1`, ids["recent-success"])
+	exec(`UPDATE runs SET state = 'running', start_date = now() - interval '90 days', end_date = now() - interval '90 days' WHERE id = $1`, ids["old-running"])
+	for _, name := range []string{"gone", "quiet-but-active", "recent-inactive"} {
+		_, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: name, Capacity: 1})
+		require.NoError(t, err)
+	}
+	exec(`UPDATE agents SET state = 'inactive', last_heartbeat_at = now() - interval '3 days' WHERE name = 'gone'`)
+	exec(`UPDATE agents SET last_heartbeat_at = now() - interval '3 days' WHERE name = 'quiet-but-active'`)
+	exec(`UPDATE agents SET state = 'inactive' WHERE name = 'recent-inactive'`)
+
+	runs, agents, err := s.retention.runOnce(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, runs, "batches of 1 continue until done")
+	assert.Equal(t, 1, agents)
+	for name, id := range ids {
+		_, err := st.GetRun(ctx, id)
+		if name == "old-success" || name == "old-failed" {
+			assert.ErrorIs(t, err, store.ErrNotFound, name)
+		} else {
+			assert.NoError(t, err, name)
+		}
+	}
+	var tis int
+	require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FROM task_instances WHERE run_id = ANY ($1)`,
+		[]int64{ids["old-success"], ids["old-failed"]}).Scan(&tis))
+	assert.Zero(t, tis, "their TIs and logs went with them")
+	var events, kept int
+	require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FILTER (WHERE run_id = ANY ($1)), count(*) FROM events`,
+		[]int64{ids["old-success"], ids["old-failed"]}).Scan(&events, &kept))
+	assert.Zero(t, events, "their events went in the same statement (events have no foreign key, adr/0022)")
+	assert.Positive(t, kept, "the other runs' events stay")
+	list, err := st.ListAgents(ctx)
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
+	assert.Equal(t, 3.0, testutil.ToFloat64(s.cfg.Metrics.Decisions.WithLabelValues("retention_pruned")))
+
+	// Disabled categories are left alone; a fenced-out epoch prunes nothing.
+	off, _ := newScheduler(t, Config{})
+	r, a, err := off.retention.runOnce(ctx, 1)
+	require.NoError(t, err)
+	assert.Zero(t, r+a)
+	_, _, err = s.retention.runOnce(ctx, 99)
+	assert.True(t, store.IsFenced(err))
+}
+
+// Zero fields take the package defaults; every bound names its flag.
+func TestRetentionDefaultsAndBounds(t *testing.T) {
+	t.Parallel()
+	r := Retention{Runs: DefaultRetentionRuns}
+	require.NoError(t, r.Validate())
+	assert.Equal(t, Retention{Runs: DefaultRetentionRuns, Interval: DefaultRetentionInterval, Batch: defaultRetentionBatch}, r)
+	for _, c := range []struct {
+		r    Retention
+		want string
+	}{
+		{Retention{Runs: -time.Hour}, "retention-runs: -1h0m0s must not be negative"},
+		{Retention{Agents: time.Minute}, "retention-agents: 1m0s is below the 1h minimum"},
+		{Retention{Interval: time.Second}, "retention-interval: 1s must be between 1m and 24h"},
+		{Retention{Batch: -1}, "retention batch: -1 must be between 1 and 100000"},
+	} {
+		assert.ErrorContains(t, c.r.Validate(), c.want)
+	}
+	off, _ := newScheduler(t, Config{})
+	assert.False(t, off.retention.enabled(), "zero ages: no retention service")
+}
