@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/internal/testhook"
 	"github.com/vigil-sched/vigil/leader/etcdtest"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
@@ -29,9 +30,10 @@ import (
 // schedules. When the old leader wakes up, its write in that same
 // transaction fails and it stops leading.
 //
-// Driven by the test hook store.EnvTestHookHoldLeaderTx (only r1 has it):
-// r1 writes the marker once it holds its first fenced transaction open,
-// and <marker>.result once its deposed write was tried.
+// Driven by the test hook testhook.EnvHoldLeaderTx (only r1 has it, in a
+// vigil built with the test hooks, testHookBin): r1 writes the marker once
+// it holds its first fenced transaction open, and <marker>.result once its
+// deposed write was tried.
 func TestProFrozenLeaderInsideTransaction(t *testing.T) {
 	t.Parallel()
 	const ttl = 3 * time.Second
@@ -88,7 +90,9 @@ func TestProFrozenLeaderInsideTransaction(t *testing.T) {
 // harness stops it, in case the test ends while r1 is stopped.
 func startHeldLeader(t *testing.T, dbURL string, etcd []string, marker string, flags []string) (*replica, int64) {
 	t.Helper()
-	r1 := startReplica(t, "r1", dbURL, etcd, []string{store.EnvTestHookHoldLeaderTx + "=" + marker}, flags...)
+	bin, err := testHookBin()
+	require.NoError(t, err, "build vigil with the test hooks")
+	r1 := startReplicaBin(t, bin, "r1", dbURL, etcd, []string{testhook.EnvHoldLeaderTx + "=" + marker}, flags...)
 	t.Cleanup(func() { r1.p.signal(syscall.SIGCONT) })
 	var epoch int64
 	waitFor(t, readyTimeout, func() bool {
@@ -123,7 +127,7 @@ func assertDeposedLeaderWroteNothing(t *testing.T, db *pgx.Conn, r1 *replica, ma
 	assert.Equal(t, next.id, holder)
 	// Nothing of r1's lands later either.
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		require.False(t, settingExists(t, db, store.TestHookDeposedWrite), "the deposed write never landed")
+		require.False(t, settingExists(t, db, testhook.DeposedWriteSetting), "the deposed write never landed")
 		e, h := fence(t, db)
 		require.Equal(t, []any{epoch, holder}, []any{e, h}, "the fence stays with %s", next.id)
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/internal/proctest"
+	"github.com/vigil-sched/vigil/internal/testhook"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
 
@@ -94,6 +95,18 @@ func buildBinary(dir string) error {
 	}
 	return proctest.Build(dir, proctest.Commands...)
 }
+
+// testHookBin builds, once per test binary, a vigil with the e2e test
+// hooks compiled in (go build -tags testhook.Tag) into a directory of its
+// own beside vigilBin, and returns its path. Only the tests that switch a
+// hook on use it; every other test runs the binary an install has.
+var testHookBin = sync.OnceValues(func() (string, error) {
+	dir := filepath.Join(filepath.Dir(vigilBin), "testhooks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "vigil"), proctest.BuildTags(dir, testhook.Tag, "./cmd/vigil")
+})
 
 // sweepBinDirs removes the binary directories of earlier test binaries
 // that no longer run.

@@ -60,6 +60,12 @@ func startReplicas(t *testing.T, n int, dbURL string, etcd []string, extra ...st
 // reaper.Thresholds.ValidateTiming).
 func startReplica(t *testing.T, id, dbURL string, etcd, env []string, extra ...string) *replica {
 	t.Helper()
+	return startReplicaBin(t, vigilBin, id, dbURL, etcd, env, extra...)
+}
+
+// startReplicaBin is startReplica with another vigil binary, bin.
+func startReplicaBin(t *testing.T, bin, id, dbURL string, etcd, env []string, extra ...string) *replica {
+	t.Helper()
 	port := freePort(t)
 	args := append([]string{"server", "--database-url", dbURL, "--etcd-endpoints", strings.Join(etcd, ","),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--replica-id", id,
@@ -68,7 +74,7 @@ func startReplica(t *testing.T, id, dbURL string, etcd, env []string, extra ...s
 		"--agent-lost-threshold", "7s", "--sweep-interval", "250ms"}, extra...)
 	logPath := filepath.Join(t.TempDir(), "server-"+id+".log")
 	printLogTail(t, "server "+id, logPath)
-	return &replica{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", port), p: startProc(t, "server "+id, logPath, args, env)}
+	return &replica{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", port), p: startProcBin(t, bin, "server "+id, logPath, args, env)}
 }
 
 // waitOneLeader waits up to 20 s until exactly one of rs reports leading

@@ -116,8 +116,7 @@ func (e *env) idle(runIDs ...int64) {
 }
 
 func (e *env) register(name string, tags []string, capacity int) int64 {
-	id, _, _, err := e.store.RegisterAgent(e.ctx, store.Registration{Name: name, Tags: tags, Capacity: capacity})
-	require.NoError(e.t, err)
+	id := storetest.Agent(e.t, e.store, store.Registration{Name: name, Tags: tags, Capacity: capacity})
 	return id
 }
 

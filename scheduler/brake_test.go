@@ -60,8 +60,7 @@ func TestMassSilenceBrakeHoldsTheServicesButNotAForcedSweep(t *testing.T) {
 	})
 	var agents []int64
 	for i := 0; i < 4; i++ {
-		id, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: fmt.Sprintf("w%d", i), Capacity: 1})
-		require.NoError(t, err)
+		id := storetest.Agent(t, st, store.Registration{Name: fmt.Sprintf("w%d", i), Capacity: 1})
 		agents = append(agents, id)
 	}
 	var task store.ClaimedTask

@@ -23,7 +23,21 @@ import (
 func TestTickBacksOffPassesThatTimeOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, st := newScheduler(t, Config{TickBatch: 4})
+	var passes [][]int64
+	failA := true
+	var a int64
+	s, st := newSchedulerWith(t, Config{TickBatch: 4}, store.TestSignals{
+		PassTaken: func(ctx context.Context, tx store.Tx, ids []int64) error {
+			passes = append(passes, ids)
+			if !failA || !slices.Contains(ids, a) {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 1`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT pg_sleep(5)`)
+			return err
+		}})
 	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
 	var b strings.Builder
 	b.WriteString("dag_id: w\ntasks:\n")
@@ -40,21 +54,9 @@ func TestTickBacksOffPassesThatTimeOut(t *testing.T) {
 		require.NoError(t, err)
 		runs = append(runs, r.ID)
 	}
-	a, b2, c := runs[0], runs[1], runs[2]
+	a = runs[0]
+	b2, c := runs[1], runs[2]
 
-	var passes [][]int64
-	failA := true
-	st.SetTestPassHook(func(ctx context.Context, tx store.Tx, ids []int64) error {
-		passes = append(passes, ids)
-		if !failA || !slices.Contains(ids, a) {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 1`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `SELECT pg_sleep(5)`)
-		return err
-	})
 	timeouts := func() float64 {
 		return testutil.ToFloat64(s.cfg.Metrics.Decisions.WithLabelValues(metrics.DecisionTickPassTimeout))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // Retention removes only old terminal runs (with their TIs, events and
@@ -44,8 +45,7 @@ func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 	exec(`UPDATE runs SET state = 'success', end_date = now() - interval '1 hour' WHERE id = $1`, ids["recent-success"])
 	exec(`UPDATE runs SET state = 'running', start_date = now() - interval '90 days', end_date = now() - interval '90 days' WHERE id = $1`, ids["old-running"])
 	for _, name := range []string{"gone", "quiet-but-active", "recent-inactive"} {
-		_, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: name, Capacity: 1})
-		require.NoError(t, err)
+		storetest.Agent(t, st, store.Registration{Name: name, Capacity: 1})
 	}
 	exec(`UPDATE agents SET state = 'inactive', last_heartbeat_at = now() - interval '3 days' WHERE name = 'gone'`)
 	exec(`UPDATE agents SET last_heartbeat_at = now() - interval '3 days' WHERE name = 'quiet-but-active'`)

@@ -82,6 +82,17 @@ type Config struct {
 	// dispatch-lost reaping; nil means reaper.DefaultMassSilence() (50 %
 	// of at least 3 active agents), a zero Fraction disables it.
 	MassSilence *reaper.MassSilence
+	// TestSignals are for tests only; the zero value, which production
+	// uses, does nothing.
+	TestSignals TestSignals
+}
+
+// TestSignals are the points where a test steps into the scheduler's
+// passes. Every field is optional; production leaves them all nil.
+type TestSignals struct {
+	// TickStarted runs at the start of every tick, with the tick's
+	// context: a test holds the tick in it to make the service slow.
+	TickStarted func(ctx context.Context)
 }
 
 // Scheduler runs the leader's services while its replica leads: the
@@ -107,8 +118,7 @@ type Scheduler struct {
 	group *maintenance.Group // the current term's services; nil when not leading
 	stall *stallDetector
 
-	tickHook func(ctx context.Context) // tests only: runs at the start of every tick
-	pace     pacer
+	pace pacer
 }
 
 // New validates cfg and returns a Scheduler. Errors name the field.

@@ -26,7 +26,13 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 
 func newScheduler(t *testing.T, cfg Config) (*Scheduler, *store.Store) {
 	t.Helper()
-	st, err := store.Open(context.Background(), storetest.DB(t))
+	return newSchedulerWith(t, cfg, store.TestSignals{})
+}
+
+// newSchedulerWith is newScheduler with a store that carries signals.
+func newSchedulerWith(t *testing.T, cfg Config, signals store.TestSignals) (*Scheduler, *store.Store) {
+	t.Helper()
+	st, err := store.OpenWithOptions(context.Background(), storetest.DB(t), store.Options{TestSignals: signals})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	cfg.Store, cfg.Metrics = st, metrics.New()
@@ -58,9 +64,8 @@ func startLeading(t *testing.T, th reaper.Thresholds, hook func(context.Context)
 	require.NoError(t, err)
 	e := &leadingEnv{ctx: ctx, st: st, clock: reapertest.NewClock(dbNow), done: make(chan error, 1), cancel: cancel}
 	e.s, err = New(Config{Store: st, Metrics: metrics.New(), Interval: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
-		HeartbeatInterval: time.Second, Thresholds: th, Clock: e.clock})
+		HeartbeatInterval: time.Second, Thresholds: th, Clock: e.clock, TestSignals: TestSignals{TickStarted: hook}})
 	require.NoError(t, err)
-	e.s.tickHook = hook
 	spec, err := dag.Parse([]byte("dag_id: d\ntasks:\n  - id: a\n    command: [\"true\"]\n"))
 	require.NoError(t, err)
 	_, err = st.ApplyDAG(ctx, spec)
@@ -70,8 +75,7 @@ func startLeading(t *testing.T, th reaper.Thresholds, hook func(context.Context)
 	e.run = run.ID
 	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
 	go func() { e.done <- e.s.Lead(ctx, leader.Term{Epoch: 1, Holder: "t"}) }()
-	e.agent, _, _, err = st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 1})
-	require.NoError(t, err)
+	e.agent = storetest.Agent(t, st, store.Registration{Name: "w", Capacity: 1})
 	var tasks []store.ClaimedTask
 	require.Eventually(t, func() bool {
 		tasks, err = st.Claim(ctx, e.agent, 1)
@@ -229,8 +233,7 @@ func TestStallRestartsGraceBeforeReaping(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Lead(ctx, leader.Term{Epoch: 1, Holder: "t"}) }()
 
-	agent, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 1})
-	require.NoError(t, err)
+	agent := storetest.Agent(t, st, store.Registration{Name: "w", Capacity: 1})
 	var tasks []store.ClaimedTask
 	require.Eventually(t, func() bool {
 		tasks, err = st.Claim(ctx, agent, 1)

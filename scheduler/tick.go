@@ -15,8 +15,8 @@ import (
 // number of live runs.
 func (s *Scheduler) Tick(ctx context.Context, epoch int64) (store.TickResult, error) {
 	start := time.Now()
-	if s.tickHook != nil {
-		s.tickHook(ctx)
+	if f := s.cfg.TestSignals.TickStarted; f != nil {
+		f(ctx)
 	}
 	var total store.TickResult
 	for first := true; ; first = false {

@@ -17,14 +17,6 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// RegisterAgent is Register for callers that drive the store directly
-// (tests, benchmarks): it returns the agent id, the stop orders and the
-// database clock, and drops the credential.
-func (s *Store) RegisterAgent(ctx context.Context, req Registration) (int64, []StopOrder, time.Time, error) {
-	r, err := s.Register(ctx, req)
-	return r.AgentID, r.Stops, r.Now, err
-}
-
 // Registered is the outcome of Register.
 type Registered struct {
 	AgentID int64

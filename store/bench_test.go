@@ -54,10 +54,7 @@ func schedule(b *testing.B, st *store.Store) {
 func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 	st := benchStore(b, 1000)
 	ctx := context.Background()
-	agent, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "bench", Capacity: 1000})
-	if err != nil {
-		b.Fatal(err)
-	}
+	agent := storetest.Agent(b, st, store.Registration{Name: "bench", Capacity: 1000})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if i%1000 == 0 {
@@ -86,10 +83,7 @@ func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 func BenchmarkBatchedHeartbeat(b *testing.B) {
 	st := benchStore(b, 100)
 	ctx := context.Background()
-	agent, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "bench", Capacity: 1000})
-	if err != nil {
-		b.Fatal(err)
-	}
+	agent := storetest.Agent(b, st, store.Registration{Name: "bench", Capacity: 1000})
 	if _, err := st.TriggerRun(ctx, "wide"); err != nil {
 		b.Fatal(err)
 	}

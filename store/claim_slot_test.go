@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // TestClaimCarriesTheRunsSlot checks a claim hands the agent its run's
@@ -17,8 +18,7 @@ import (
 func TestClaimCarriesTheRunsSlot(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
-	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
-	require.NoError(t, err)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 10})
 	e.apply("dag_id: slot\ntasks:\n  - id: t\n    command: [\"true\"]\n")
 
 	manual := e.trigger("slot")
@@ -59,12 +59,11 @@ func TestClaimCarriesTheRunsSlot(t *testing.T) {
 func TestTriggerRunConfReachesTheClaim(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
-	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
-	require.NoError(t, err)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 10})
 	e.apply("dag_id: conf\nparams:\n  region: {type: string, default: eu}\n  n: {type: int}\n  dry: {type: bool, default: true}\n" +
 		"  ratio: {type: float}\ntasks:\n  - id: t\n    command: [\"true\"]\n")
 
-	_, err = e.st.TriggerRunConf(e.ctx, "conf", map[string]any{"regoin": "x"})
+	_, err := e.st.TriggerRunConf(e.ctx, "conf", map[string]any{"regoin": "x"})
 	var ce *dag.ConfError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "regoin", ce.Key)
@@ -97,8 +96,7 @@ func TestTriggerRunConfReachesTheClaim(t *testing.T) {
 func TestClaimCarriesRunAsUser(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
-	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
-	require.NoError(t, err)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 10})
 	e.apply("dag_id: as\ntasks:\n  - id: etl\n    command: [\"true\"]\n    run_as_user: etl\n" +
 		"  - id: plain\n    command: [\"true\"]\n")
 	e.trigger("as")

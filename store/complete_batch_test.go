@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // TestCompleteBatchRefusesAStaleAttemptAlone: one batch carries two
@@ -22,10 +23,8 @@ import (
 func TestCompleteBatchRefusesAStaleAttemptAlone(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
-	agentID, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 10})
-	require.NoError(t, err)
-	other, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: "other", Capacity: 10})
-	require.NoError(t, err)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 10})
+	other := storetest.Agent(t, e.st, store.Registration{Name: "other", Capacity: 10})
 	e.apply("dag_id: b\ntasks:\n" +
 		"  - {id: a, command: [\"true\"]}\n  - {id: b, command: [\"true\"]}\n  - {id: c, command: [\"true\"]}\n" +
 		"  - {id: d, command: [\"true\"], retries: 1}\n  - {id: e, command: [\"true\"]}\n")

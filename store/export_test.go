@@ -6,10 +6,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ResetTestHoldForTest re-arms the once-per-process EnvTestHookHoldLeaderTx
-// hook, so that its test also passes with -count > 1. Test builds only.
-func ResetTestHoldForTest() { testHoldTaken.Store(false) }
-
 // MigrateToForTest migrates databaseURL to version (up or down) with the
 // embedded migrations. Test builds only.
 func MigrateToForTest(ctx context.Context, databaseURL string, version int32) error {

@@ -26,8 +26,7 @@ func TestCompletionFailureReasons(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	require.NoError(t, st.AcquireFence(ctx, 1, "test"))
-	agentID, _, _, err := st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 10})
-	require.NoError(t, err)
+	agentID := storetest.Agent(t, st, store.Registration{Name: "w", Capacity: 10})
 	drain := func() {
 		t.Helper()
 		for {

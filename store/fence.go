@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -121,8 +117,10 @@ func (s *Store) LeaderTx(ctx context.Context, epoch int64, fn func(tx Tx) error)
 	if err := checkFence(ctx, tx, epoch); err != nil {
 		return err
 	}
-	if s.holdMarker != "" && testHoldTaken.CompareAndSwap(false, true) {
-		return holdLeaderTx(ctx, tx, epoch, s.holdMarker)
+	if f := s.signals.HoldLeaderTx; f != nil {
+		if held, err := f(ctx, tx, epoch); held {
+			return err
+		}
 	}
 	if err := fn(tx); err != nil {
 		return err
@@ -150,81 +148,4 @@ func checkFence(ctx context.Context, tx pgx.Tx, epoch int64) error {
 		return &FencedError{Ours: epoch, Current: cur, Holder: h}
 	}
 	return nil
-}
-
-// EnvTestHookHoldLeaderTx names a TEST-ONLY environment variable, read by
-// Open. Never set it in production. When it holds a file path, the first
-// LeaderTx of the process that passes the fence check (and only that one)
-// turns into a frozen leader, for the end-to-end test of a deposed leader
-// (e2e/frozen_leader_test.go):
-//
-//  1. it writes the path (a marker: "pid P epoch E"), then
-//  2. holds its transaction open, sending nothing, until its context ends
-//     or testHoldMax passes, then
-//  3. inside that same transaction, with a fresh 10 s context, writes the
-//     settings row 'testhook.deposed_write' and commits, instead of
-//     running its callback, and
-//  4. writes the outcome ("committed" or "failed: <error>") to
-//     <path>.result and returns the write's error, if any.
-//
-// With the leader timeouts in place the write must fail: PostgreSQL ended
-// the idle session long before. A committed row means a deposed leader
-// wrote. Unset (the default), the hook costs one string comparison per
-// LeaderTx.
-const EnvTestHookHoldLeaderTx = "VIGIL_TESTHOOK_HOLD_LEADER_TX"
-
-// TestHookDeposedWrite is the settings row the EnvTestHookHoldLeaderTx
-// hook tries to write after its hold.
-const TestHookDeposedWrite = "testhook.deposed_write"
-
-// testHoldMax bounds the hook's hold when its context never ends.
-const testHoldMax = 60 * time.Second
-
-// testHoldTaken makes the hook fire once per process.
-var testHoldTaken atomic.Bool
-
-// holdLeaderTx is the EnvTestHookHoldLeaderTx hook; see there.
-func holdLeaderTx(ctx context.Context, tx pgx.Tx, epoch int64, marker string) error {
-	log := slog.Default().With("testhook", EnvTestHookHoldLeaderTx, "epoch", epoch)
-	if err := writeFileAtomic(marker, fmt.Sprintf("pid %d epoch %d\n", os.Getpid(), epoch)); err != nil {
-		return fmt.Errorf("test hook: write marker: %w", err)
-	}
-	log.Warn("test hook: holding a leader transaction open", "marker", marker, "max", testHoldMax)
-	timer := time.NewTimer(testHoldMax)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-	case <-timer.C:
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	_, err := tx.Exec(wctx, `
-		INSERT INTO settings (name, value) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
-		TestHookDeposedWrite, fmt.Sprintf("pid %d epoch %d", os.Getpid(), epoch))
-	if err == nil {
-		err = tx.Commit(wctx)
-	}
-	outcome := "committed"
-	if err != nil {
-		outcome = "failed: " + err.Error()
-	}
-	log.Warn("test hook: deposed write "+outcome, "ctx_err", ctx.Err())
-	if werr := writeFileAtomic(marker+".result", outcome+"\n"); werr != nil {
-		err = errors.Join(err, fmt.Errorf("test hook: write result: %w", werr))
-	}
-	if err != nil {
-		return fmt.Errorf("test hook: deposed write: %w", err)
-	}
-	return nil
-}
-
-// writeFileAtomic writes data to path through a temporary file and a
-// rename, so that a reader never sees it half written.
-func writeFileAtomic(path, data string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // TestHeartbeatLocksTIsInIDOrder pins the lock order that keeps a
@@ -36,8 +37,7 @@ func TestHeartbeatLocksTIsInIDOrder(t *testing.T) {
 	e.apply("dag_id: pair\ntasks:\n  - id: x\n    command: [\"true\"]\n  - id: y\n    command: [\"true\"]\n")
 	e.trigger("pair")
 	e.tick()
-	agentID, _, _, err := e.st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 2})
-	require.NoError(t, err)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 2})
 	tasks, err := e.st.Claim(ctx, agentID, 2)
 	require.NoError(t, err)
 	require.Len(t, tasks, 2)

@@ -105,9 +105,8 @@ func claimedAfterStaleStatistics(e *schedEnv, name string, n int) (int64, []stor
 	t := e.t
 	e.apply(storetest.WideDAGYAML(name+"-wide", n))
 	e.trigger(name + "-wide")
-	agent, _, _, err := e.st.RegisterAgent(e.ctx, store.Registration{Name: name, Capacity: n})
-	require.NoError(t, err)
-	_, err = e.raw.Exec(e.ctx, `ANALYZE`)
+	agent := storetest.Agent(t, e.st, store.Registration{Name: name, Capacity: n})
+	_, err := e.raw.Exec(e.ctx, `ANALYZE`)
 	require.NoError(t, err)
 	e.tick()
 	tasks, err := e.st.Claim(e.ctx, agent, n)

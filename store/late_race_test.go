@@ -12,6 +12,7 @@ import (
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // lateRace is a run of a -> b (plus z, which keeps the run alive) whose a
@@ -40,8 +41,7 @@ func newLateRace(t *testing.T) *lateRace {
 	require.NoError(t, err)
 	r := &lateRace{ctx: ctx, st: st, raw: raw, runID: run.ID}
 	r.drain(t)
-	r.agentID, _, _, err = st.RegisterAgent(ctx, store.Registration{Name: "w", Capacity: 1})
-	require.NoError(t, err)
+	r.agentID = storetest.Agent(t, st, store.Registration{Name: "w", Capacity: 1})
 	tasks, err := st.Claim(ctx, r.agentID, 1)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)

@@ -157,6 +157,8 @@ type Options struct {
 	// Pools sizes the main and the heartbeat pools; zero fields take the
 	// defaults (Pools.Resolve).
 	Pools Pools
+	// TestSignals are for tests only; production leaves the zero value.
+	TestSignals TestSignals
 }
 
 // LeaderTimeouts returns the resolved timeouts of the leader sessions.

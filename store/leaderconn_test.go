@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/internal/testhook"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -205,19 +206,18 @@ func TestIdleLeaderSessionTerminated(t *testing.T) {
 	assert.True(t, store.IsFenced(err), "got %v", err)
 }
 
-// The test-only hook (EnvTestHookHoldLeaderTx) holds the first fenced
-// LeaderTx open after writing its marker, then tries its deposed write in
-// the same transaction; with the idle timeout, the write fails. Not
-// parallel: it sets the environment and fires once per test binary.
+// The HoldLeaderTx signal of the e2e build (testhook.HoldLeaderTx) holds
+// the first fenced LeaderTx open after writing its marker, then tries its
+// deposed write in the same transaction; with the idle timeout, the write
+// fails.
 func TestTestHookHoldLeaderTx(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := storetest.DB(t)
 	marker := filepath.Join(t.TempDir(), "held")
-	store.ResetTestHoldForTest()
-	t.Setenv(store.EnvTestHookHoldLeaderTx, marker)
 	lt := store.LeaderTimeouts{IdleInTransaction: 500 * time.Millisecond}
-	old := openWith(t, url, store.Options{ElectionTTL: 2 * time.Second, LeaderTimeouts: lt})
-	require.NoError(t, os.Unsetenv(store.EnvTestHookHoldLeaderTx))
+	old := openWith(t, url, store.Options{ElectionTTL: 2 * time.Second, LeaderTimeouts: lt,
+		TestSignals: store.TestSignals{HoldLeaderTx: testhook.HoldLeaderTx(marker)}})
 	next := openWith(t, url, store.Options{ElectionTTL: 2 * time.Second})
 	require.NoError(t, old.AcquireFence(ctx, 30, "old"))
 
@@ -246,9 +246,10 @@ func TestTestHookHoldLeaderTx(t *testing.T) {
 	res, err := os.ReadFile(marker + ".result")
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(res), "failed: "), "result %q", res)
-	assert.False(t, settingExists(t, next, store.TestHookDeposedWrite))
+	assert.False(t, settingExists(t, next, testhook.DeposedWriteSetting))
 
-	// Once per process: the next LeaderTx runs normally.
+	// Once per hook (the e2e build shares one per process): the next
+	// LeaderTx runs normally.
 	require.NoError(t, next.LeaderTx(ctx, 31, func(store.Tx) error { return nil }))
 	require.NoError(t, old.AcquireFence(ctx, 32, "old-again"))
 	require.NoError(t, old.LeaderTx(ctx, 32, func(store.Tx) error { ran = true; return nil }))

@@ -107,12 +107,3 @@ func widthCap(lim PassLimit) int {
 	}
 	return lim.TIs + 1
 }
-
-// SetTestPassHook installs fn, TEST ONLY (nil in production): SchedulePass
-// calls it inside its transaction once it has taken its runs, before the
-// scheduling steps; an error fails the pass as a statement would. Tests use
-// it to make one batch's transaction fail like a deadline. Not safe to call
-// while passes run.
-func (s *Store) SetTestPassHook(fn func(ctx context.Context, tx Tx, runIDs []int64) error) {
-	s.passHook = fn
-}

@@ -23,7 +23,7 @@ func wideDAG(id string, n int) string {
 	return b.String()
 }
 
-// passRecorder installs a pass hook that records each pass's runs and
+// passRecorder is a PassTaken signal that records each pass's runs and
 // their non-terminal TIs (as the pass saw them), and fails a pass when
 // fail says so, with a real statement timeout.
 type passRecorder struct {
@@ -32,8 +32,8 @@ type passRecorder struct {
 	fail   func(ids []int64) bool
 }
 
-func (p *passRecorder) install(st *store.Store) {
-	st.SetTestPassHook(func(ctx context.Context, tx store.Tx, ids []int64) error {
+func (p *passRecorder) signals() store.TestSignals {
+	return store.TestSignals{PassTaken: func(ctx context.Context, tx store.Tx, ids []int64) error {
 		p.runs = append(p.runs, ids)
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_instances WHERE run_id = ANY ($1)
@@ -45,7 +45,7 @@ func (p *passRecorder) install(st *store.Store) {
 			return timeOut(ctx, tx)
 		}
 		return nil
-	})
+	}}
 }
 
 // timeOut makes tx fail as a pass past its bound does: PostgreSQL cancels
@@ -74,9 +74,8 @@ func (e *schedEnv) passes(lim store.PassLimit) {
 // several passes, none past the budget, each run progressing.
 func TestSchedulePassBoundedByTIs(t *testing.T) {
 	t.Parallel()
-	e := newSchedEnv(t)
 	rec := &passRecorder{}
-	rec.install(e.st)
+	e := newSchedEnvWith(t, rec.signals())
 	e.apply(wideDAG("w50", 50))
 	r1, r2, r3 := e.trigger("w50"), e.trigger("w50"), e.trigger("w50")
 
@@ -132,11 +131,11 @@ func TestReconcileRunsBoundedByTIs(t *testing.T) {
 // queued; Skip and Only let the caller retry around a run or on it alone.
 func TestSchedulePassTimeoutKeepsItsRuns(t *testing.T) {
 	t.Parallel()
-	e := newSchedEnv(t)
+	rec := &passRecorder{}
+	e := newSchedEnvWith(t, rec.signals())
 	e.apply(wideDAG("w5", 5))
 	r1, r2, r3 := e.trigger("w5"), e.trigger("w5"), e.trigger("w5")
-	rec := &passRecorder{fail: func(ids []int64) bool { return ids[0] == r1 }}
-	rec.install(e.st)
+	rec.fail = func(ids []int64) bool { return ids[0] == r1 }
 
 	_, err := e.st.SchedulePass(e.ctx, 1, store.PassLimit{Runs: 256})
 	require.Error(t, err)

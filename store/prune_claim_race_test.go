@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // pruneRace is an agent that retention may prune (inactive, silent for
@@ -33,8 +34,7 @@ func newPruneRace(t *testing.T) *pruneRace {
 	past := e.trigger("one")
 	e.tick()
 	var err error
-	r.agentID, _, _, err = e.st.RegisterAgent(e.ctx, store.Registration{Name: "w", Capacity: 1})
-	require.NoError(t, err)
+	r.agentID = storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 1})
 	tasks, err := e.st.Claim(e.ctx, r.agentID, 1)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)

@@ -478,8 +478,7 @@ func TestHOTHeartbeats(t *testing.T) {
 	ids := make([]int64, agents)
 	entries := make([][]store.HeartbeatEntry, agents)
 	for a := range ids {
-		ids[a], _, _, err = st.RegisterAgent(ctx, store.Registration{Name: fmt.Sprintf("hot-%d", a), Capacity: capacity})
-		require.NoError(t, err)
+		ids[a] = storetest.Agent(t, st, store.Registration{Name: fmt.Sprintf("hot-%d", a), Capacity: capacity})
 		tasks, err := st.Claim(ctx, ids[a], capacity)
 		require.NoError(t, err)
 		require.Len(t, tasks, capacity)

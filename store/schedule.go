@@ -99,8 +99,8 @@ func (s *Store) SchedulePass(ctx context.Context, epoch int64, lim PassLimit) (T
 		if _, err := tx.Exec(ctx, `DELETE FROM run_dirty WHERE run_id = ANY ($1)`, ids); err != nil {
 			return err
 		}
-		if s.passHook != nil {
-			if err := s.passHook(ctx, tx, ids); err != nil {
+		if f := s.signals.PassTaken; f != nil {
+			if err := f(ctx, tx, ids); err != nil {
 				return err
 			}
 		}

@@ -24,9 +24,15 @@ type schedEnv struct {
 
 func newSchedEnv(t *testing.T) *schedEnv {
 	t.Helper()
+	return newSchedEnvWith(t, store.TestSignals{})
+}
+
+// newSchedEnvWith is newSchedEnv with a store that carries signals.
+func newSchedEnvWith(t *testing.T, signals store.TestSignals) *schedEnv {
+	t.Helper()
 	ctx := context.Background()
 	url := storetest.DB(t)
-	st, err := store.Open(ctx, url)
+	st, err := store.OpenWithOptions(ctx, url, store.Options{TestSignals: signals})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	raw, err := pgxpool.New(ctx, url)

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,14 +69,12 @@ type Store struct {
 	hb             *pgxpool.Pool // heartbeats: see Pools and Priority
 	leader         *pgxpool.Pool
 	leaderTimeouts LeaderTimeouts
-	holdMarker     string // test hook: see EnvTestHookHoldLeaderTx
 	url            string
+	signals        TestSignals // Options.TestSignals; zero in production
 
 	// lateHook, tests only: runs inside acceptLate's transaction after its
 	// writes, before the commit (nil in production).
 	lateHook func(ctx context.Context)
-	// passHook, tests only: see SetTestPassHook (nil in production).
-	passHook func(ctx context.Context, tx Tx, runIDs []int64) error
 }
 
 // Open connects to databaseURL (a postgres:// URL or DSN) with the zero
@@ -121,7 +118,7 @@ func OpenWithOptions(ctx context.Context, databaseURL string, opts Options) (*St
 		return nil, err
 	}
 	return &Store{pool: pool, hb: hb, leader: leader, leaderTimeouts: lt, url: databaseURL,
-		holdMarker: os.Getenv(EnvTestHookHoldLeaderTx)}, nil
+		signals: testSignalsFromEnv(opts.TestSignals)}, nil
 }
 
 // Close releases every pool.

@@ -21,7 +21,7 @@ type Attempt struct {
 }
 
 // StopReason says why an agent must stop an attempt: Heartbeat and
-// RegisterAgent return it in StopOrders, and StaleAttemptError carries it
+// Register return it in Registered.Stops, and StaleAttemptError carries it
 // (as a string) when a completion arrives for an attempt that is no longer
 // current.
 type StopReason string

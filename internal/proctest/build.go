@@ -27,7 +27,11 @@ const timeout = 5 * time.Minute
 // "./cmd/vigil-supervise") of the module that contains the working
 // directory (a test's package directory) into dir, each as dir/<the
 // package's directory name>. The error carries the go command's output.
-func Build(dir string, pkgs ...string) error {
+func Build(dir string, pkgs ...string) error { return BuildTags(dir, "", pkgs...) }
+
+// BuildTags is Build with the comma-separated build tags tags (none when
+// empty), for a binary that carries test hooks (internal/testhook.Tag).
+func BuildTags(dir, tags string, pkgs ...string) error {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("go env GOMOD: %w", err)
@@ -39,7 +43,11 @@ func Build(dir string, pkgs ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// -o with a trailing separator writes every named command into dir.
-	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	args = append(args, pkgs...)
 	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir = filepath.Dir(gomod)
 	if out, err := build.CombinedOutput(); err != nil {

@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/pgcluster"
 )
 
@@ -395,4 +396,16 @@ func WideDAGYAML(dagID string, width int) string {
 		fmt.Fprintf(&sb, "  - id: t%05d\n    command: [\"true\"]\n", i)
 	}
 	return sb.String()
+}
+
+// Agent registers an agent in st as the API's registration does
+// (store.Store.Register) and returns its id; it fails t on error. For
+// tests that drive the store directly and need no credential.
+func Agent(t testing.TB, st *store.Store, reg store.Registration) int64 {
+	t.Helper()
+	r, err := st.Register(context.Background(), reg)
+	if err != nil {
+		t.Fatalf("storetest: register agent %q: %v", reg.Name, err)
+	}
+	return r.AgentID
 }
