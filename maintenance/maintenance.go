@@ -6,7 +6,9 @@
 //
 // A Group is started when a term of leadership begins and stopped when it
 // ends; Stop waits until every pass has returned, so no work of an old
-// term overlaps the next. The package knows nothing of Vigil's schema: a
+// term overlaps the next. Work that does not need leadership (each
+// replica's cluster row, the fence watch) runs under the same runner in a
+// group of its own. The package knows nothing of Vigil's schema: a
 // service is a name, a timing and a Pass.
 package maintenance
 
