@@ -138,6 +138,8 @@ func validateLogs(req *protocol.LogsRequest) (truncated int, err error) {
 			err = fmt.Errorf("lines[%d].stream: %q must be stdout, stderr or system", i, l.Stream)
 		case l.Time.IsZero():
 			err = fmt.Errorf("lines[%d].time: required", i)
+		case l.Dropped < 0 || (l.Dropped > 0 && l.Stream != protocol.StreamSystem):
+			err = fmt.Errorf("lines[%d].dropped: %d must be 0, or positive on a system line (a gap marker)", i, l.Dropped)
 		}
 		if err != nil {
 			return truncated, err
@@ -339,9 +341,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Metrics.LogLinesTruncated.Add(float64(truncated))
 		s.log.Warn("log lines truncated", "agent_id", agentID, "lines", truncated, "max_bytes", MaxLogLine)
 	}
-	if _, err := s.cfg.Store.AppendLogs(r.Context(), agentID, fromLogLines(req.Lines)); err != nil {
+	out, err := s.cfg.Store.AppendLogs(r.Context(), agentID, fromLogLines(req.Lines))
+	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
+	}
+	if out.Dropped > 0 {
+		s.cfg.Metrics.LogLinesDropped(out.Dropped)
+		s.log.Warn("agent lost log lines: gap marker stored", "agent_id", agentID, "dropped", out.Dropped)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -128,17 +128,19 @@ func validateFailure(req protocol.CompleteRequest) error {
 
 func fromLogLines(lines []protocol.LogLine) []store.LogLine {
 	return convertSlice(lines, func(l protocol.LogLine) store.LogLine {
-		return store.LogLine{Attempt: fromAttempt(l.Attempt), Seq: l.Seq, Stream: l.Stream, Time: l.Time, Line: l.Line}
+		return store.LogLine{Attempt: fromAttempt(l.Attempt), Seq: l.Seq, Stream: l.Stream, Time: l.Time, Line: l.Line, Dropped: l.Dropped}
 	})
 }
 
 func toLogList(p store.LogPage) protocol.LogList {
 	return protocol.LogList{
 		Lines: convertSlice(p.Lines, func(l store.StoredLogLine) protocol.StoredLogLine {
-			return protocol.StoredLogLine{ID: l.ID, TryNumber: l.TryNumber, Seq: l.Seq, Stream: l.Stream, Time: l.Time, Line: l.Line}
+			return protocol.StoredLogLine{ID: l.ID, TryNumber: l.TryNumber, Seq: l.Seq, Stream: l.Stream, Time: l.Time, Line: l.Line,
+				Dropped: l.Dropped}
 		}),
-		TIState:  string(p.TIState),
-		Terminal: p.Terminal,
+		TIState:    string(p.TIState),
+		Terminal:   p.Terminal,
+		LogDropped: p.LogDropped,
 	}
 }
 
@@ -169,7 +171,7 @@ func toTaskInstance(t store.TaskInstance) protocol.TaskInstance {
 		Reason: string(t.Reason), Message: t.Message, TryNumber: t.TryNumber, MaxTries: t.MaxTries,
 		DispatchAttempts: t.DispatchAttempts, AttemptID: t.AttemptID, AgentID: t.AgentID, ExitCode: t.ExitCode,
 		QueuedAt: t.QueuedAt, ClaimedAt: t.ClaimedAt, StartedAt: t.StartedAt, LastHeartbeatAt: t.LastHeartbeatAt,
-		EndDate: t.EndDate, NextRetryAt: t.NextRetryAt, Late: toLateOutcome(t.Late)}
+		EndDate: t.EndDate, NextRetryAt: t.NextRetryAt, LogDropped: t.LogDropped, Late: toLateOutcome(t.Late)}
 }
 
 func toLateOutcome(l *store.LateOutcome) *protocol.LateOutcome {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
 )
 
 // Agent identity: every endpoint that acts for an agent checks
@@ -52,7 +53,7 @@ func TestAgentCannotActAsAnotherAgent(t *testing.T) {
 	ti := h.ti(runID, "t000")
 	assert.Equal(t, state.TIRunning, ti.State, "the owner's attempt is untouched")
 	assert.Nil(t, ti.StartedAt, "no forged heartbeat recorded a start")
-	logs, err := h.store.ReadLogs(t.Context(), runID, "t000", 0, 0, 100)
+	logs, err := h.store.ReadLogs(t.Context(), runID, "t000", 0, store.LogCursor{}, 100)
 	require.NoError(t, err)
 	assert.Empty(t, logs.Lines, "no forged log line was stored")
 

@@ -13,6 +13,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
 )
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -239,15 +240,11 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, ok := queryInt(w, r, "after", math.MaxInt64)
+	cur, try, ok := logCursor(w, r)
 	if !ok {
 		return
 	}
-	try, ok := queryInt(w, r, "try", math.MaxInt32)
-	if !ok {
-		return
-	}
-	page, err := s.cfg.Store.ReadLogs(r.Context(), id, r.PathValue("task_id"), int(try), after, 0)
+	page, err := s.cfg.Store.ReadLogs(r.Context(), id, r.PathValue("task_id"), try, cur, 0)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -257,6 +254,34 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request) {
 		logs.Lines = []protocol.StoredLogLine{}
 	}
 	writeJSON(w, http.StatusOK, logs)
+}
+
+// logCursor reads a log read's try filter and cursor: ?try=T (0 or absent:
+// every try), ?after=SEQ and ?after_try=T, the (try, seq) of the last line
+// the reader has. after_try defaults to try; without try, after needs it,
+// since Seqs restart at 1 on every try.
+func logCursor(w http.ResponseWriter, r *http.Request) (store.LogCursor, int, bool) {
+	after, ok := queryInt(w, r, "after", math.MaxInt64)
+	if !ok {
+		return store.LogCursor{}, 0, false
+	}
+	try, ok := queryInt(w, r, "try", math.MaxInt32)
+	if !ok {
+		return store.LogCursor{}, 0, false
+	}
+	afterTry, ok := queryInt(w, r, "after_try", math.MaxInt32)
+	if !ok {
+		return store.LogCursor{}, 0, false
+	}
+	if r.URL.Query().Get("after_try") == "" {
+		afterTry = try
+	}
+	if after > 0 && afterTry == 0 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			"query parameter after_try: required with after when try is not given (a line's position is its try_number and seq)")
+		return store.LogCursor{}, 0, false
+	}
+	return store.LogCursor{Try: int(afterTry), Seq: after}, int(try), true
 }
 
 // queryInt reads an optional integer query parameter in 0..maxN (0 when

@@ -90,6 +90,10 @@ type Metrics struct {
 	TickDuration         prometheus.Histogram     // seconds per scheduler tick
 	LastTick             prometheus.Gauge         // unix seconds of the last finished tick
 	HeartbeatsReceived   prometheus.Counter       // agent heartbeats accepted
+	// LogLinesDroppedTotal counts log lines agents lost, as their gap
+	// markers report them when first stored (issue 23): each is a line a
+	// task printed that no log holds.
+	LogLinesDroppedTotal prometheus.Counter
 	// DispatchBacklog is the number of queued TIs past the dispatch-lost
 	// threshold that a live agent could run but has no room for, set by
 	// every dispatch-lost pass; DispatchBacklogOldest is the age in
@@ -192,6 +196,10 @@ func New() *Metrics {
 		HeartbeatsReceived: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_heartbeats_received_total", Help: "Agent heartbeats accepted.",
 		}),
+		LogLinesDroppedTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_log_lines_dropped_total",
+			Help: "Log lines agents dropped (buffer full while disconnected), as counted by the gap markers stored.",
+		}),
 		DispatchBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vigil_dispatch_backlog_tasks",
 			Help: "Queued task instances past the dispatch-lost threshold that a live agent could run but has no room for.",
@@ -232,7 +240,7 @@ func New() *Metrics {
 		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
 		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake, m.TaskInstances,
-		m.ScheduleRunsCreated, m.ScheduleLag, m.LogLinesTruncated,
+		m.ScheduleRunsCreated, m.ScheduleLag, m.LogLinesTruncated, m.LogLinesDroppedTotal,
 	)
 	// From zero: every decision and every reaper's duration exists before
 	// anything happens, so rate() has a first sample to start from.
@@ -253,6 +261,9 @@ func New() *Metrics {
 
 // Decide increments vigil_scheduler_decisions_total{decision}.
 func (m *Metrics) Decide(decision string) { m.Decisions.WithLabelValues(decision).Inc() }
+
+// LogLinesDropped adds n to vigil_log_lines_dropped_total.
+func (m *Metrics) LogLinesDropped(n int64) { m.LogLinesDroppedTotal.Add(float64(n)) }
 
 // DecisionCounts reads vigil_scheduler_decisions_total back as a map of
 // decision label to count since this process started (the console's

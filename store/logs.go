@@ -13,19 +13,23 @@ import (
 // batch must be one the agent claimed (its current attempt, or an older one
 // recorded by a ti_claimed event), else ErrForbidden and nothing is
 // written. Replays are idempotent on (attempt_id, seq). Lines keep the
-// agent's original timestamps (docs/design.md §4 logs). It returns how many lines
-// were new.
-func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []LogLine) (int, error) {
+// agent's original timestamps (docs/design.md §4 logs). A gap marker's
+// Dropped count is added to its TI's log_dropped once, when the marker is
+// first stored. It returns how many lines were new and the dropped count
+// their markers added.
+func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []LogLine) (LogAppend, error) {
+	var out LogAppend
 	if len(lines) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	n := len(lines)
 	tis, attempts, seqs := make([]int64, n), make([]string, n), make([]int64, n)
 	streams, texts, times := make([]string, n), make([]string, n), make([]time.Time, n)
+	dropped := make([]int64, n)
 	for i, l := range lines {
 		tis[i], attempts[i], seqs[i], streams[i], texts[i], times[i] = l.TIID, l.AttemptID, l.Seq, l.Stream, l.Line, l.Time
+		dropped[i] = l.Dropped
 	}
-	var inserted int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var foreign int
 		err := tx.QueryRow(ctx, `
@@ -43,42 +47,62 @@ func (s *Store) AppendLogs(ctx context.Context, agentID int64, lines []LogLine) 
 		if foreign > 0 {
 			return fmt.Errorf("%d attempt(s) in the batch were not claimed by agent %d: %w", foreign, agentID, ErrForbidden)
 		}
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO task_logs (ti_id, try_number, attempt_id, seq, stream, ts, line)
-			SELECT l.ti_id,
-			       coalesce(CASE WHEN t.attempt_id = l.attempt_id THEN t.try_number END,
-			                (SELECT e.try_number FROM events e
-			                  WHERE e.run_id = t.run_id AND e.ti_id = t.id AND e.attempt_id = l.attempt_id
-			                    AND e.kind = 'ti_claimed' LIMIT 1), t.try_number),
-			       l.attempt_id, l.seq, l.stream, l.ts, l.line
-			  FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[], $6::text[])
-			       AS l(ti_id, attempt_id, seq, stream, ts, line)
-			  JOIN task_instances t ON t.id = l.ti_id
-			ON CONFLICT (attempt_id, seq) DO NOTHING`, tis, attempts, seqs, streams, times, texts)
-		inserted = int(tag.RowsAffected())
-		return err
+		// The TI row is written only when a new marker counts drops.
+		return tx.QueryRow(ctx, `
+			WITH ins AS (
+			  INSERT INTO task_logs (ti_id, try_number, attempt_id, seq, stream, ts, line, dropped)
+			  SELECT l.ti_id,
+			         coalesce(CASE WHEN t.attempt_id = l.attempt_id THEN t.try_number END,
+			                  (SELECT e.try_number FROM events e
+			                    WHERE e.run_id = t.run_id AND e.ti_id = t.id AND e.attempt_id = l.attempt_id
+			                      AND e.kind = 'ti_claimed' LIMIT 1), t.try_number),
+			         l.attempt_id, l.seq, l.stream, l.ts, l.line, l.dropped
+			    FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[], $6::text[], $7::bigint[])
+			         AS l(ti_id, attempt_id, seq, stream, ts, line, dropped)
+			    JOIN task_instances t ON t.id = l.ti_id
+			  ON CONFLICT (attempt_id, seq) DO NOTHING
+			  RETURNING ti_id, dropped),
+			d AS (SELECT ti_id, sum(dropped) AS n FROM ins WHERE dropped > 0 GROUP BY ti_id),
+			upd AS (UPDATE task_instances t SET log_dropped = t.log_dropped + d.n FROM d WHERE t.id = d.ti_id)
+			SELECT count(*), coalesce(sum(dropped), 0) FROM ins`,
+			tis, attempts, seqs, streams, times, texts, dropped).Scan(&out.Inserted, &out.Dropped)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("append logs from agent %d: %w", agentID, err)
+		return LogAppend{}, fmt.Errorf("append logs from agent %d: %w", agentID, err)
 	}
-	return inserted, nil
+	return out, nil
 }
 
-// ReadLogs returns up to limit log lines of task taskID in run runID with
-// id > afterID. A first read (afterID 0) is ordered by try and seq, the
-// agent's order, so replayed lines and gap markers sit where they happened;
-// follow-up reads are ordered by id so the cursor never skips a line.
-// try 0 means every try.
+// LogAppend is what AppendLogs stored: Inserted new lines, whose gap
+// markers counted Dropped lines lost.
+type LogAppend struct {
+	Inserted int
+	Dropped  int64
+}
+
+// LogCursor is a position in a TI's log: lines sort by (Try, Seq), the
+// order the agents captured them in, and a reader continues after the
+// last line it has. The zero cursor is before the first line.
+type LogCursor struct {
+	Try int
+	Seq int64
+}
+
+// ReadLogs returns up to limit log lines of task taskID in run runID after
+// the cursor, in (try, seq) order. Agents ship each attempt's lines in Seq
+// order (gap markers included), so a line never lands behind a reader's
+// cursor and a follower sees each line once, in order (issue 23). try 0
+// means every try.
 // Errors: ErrNotFound, naming the run when it does not exist, else the
 // task the run does not have.
-func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try int, afterID int64, limit int) (LogPage, error) {
-	if limit <= 0 || limit > 10000 {
-		limit = 10000
+func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try int, after LogCursor, limit int) (LogPage, error) {
+	if limit <= 0 || limit > MaxLogPage {
+		limit = MaxLogPage
 	}
 	var out LogPage
 	var tiID int64
-	err := s.pool.QueryRow(ctx, `SELECT id, state FROM task_instances WHERE run_id = $1 AND task_id = $2`, runID, taskID).
-		Scan(&tiID, &out.TIState)
+	err := s.pool.QueryRow(ctx, `SELECT id, state, log_dropped FROM task_instances WHERE run_id = $1 AND task_id = $2`, runID, taskID).
+		Scan(&tiID, &out.TIState, &out.LogDropped)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, s.missingTask(ctx, runID, taskID)
 	}
@@ -87,16 +111,16 @@ func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try in
 	}
 	out.Terminal = out.TIState.Terminal()
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, try_number, seq, stream, ts, line FROM task_logs
-		 WHERE ti_id = $1 AND ($2 = 0 OR try_number = $2) AND id > $3
-		 ORDER BY CASE WHEN $3 = 0 THEN try_number END, CASE WHEN $3 = 0 THEN seq END, id
-		 LIMIT $4`, tiID, try, afterID, limit)
+		SELECT id, try_number, seq, stream, ts, line, dropped FROM task_logs
+		 WHERE ti_id = $1 AND ($2 = 0 OR try_number = $2) AND (try_number, seq) > ($3, $4)
+		 ORDER BY try_number, seq
+		 LIMIT $5`, tiID, try, after.Try, after.Seq, limit)
 	if err != nil {
 		return out, fmt.Errorf("read logs: %w", err)
 	}
 	out.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredLogLine, error) {
 		var l StoredLogLine
-		err := r.Scan(&l.ID, &l.TryNumber, &l.Seq, &l.Stream, &l.Time, &l.Line)
+		err := r.Scan(&l.ID, &l.TryNumber, &l.Seq, &l.Stream, &l.Time, &l.Line, &l.Dropped)
 		return l, err
 	})
 	if err != nil {
@@ -118,3 +142,6 @@ func (s *Store) missingTask(ctx context.Context, runID int64, taskID string) err
 	}
 	return fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
 }
+
+// MaxLogPage is the most lines one ReadLogs returns.
+const MaxLogPage = 10000

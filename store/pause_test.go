@@ -103,10 +103,10 @@ func TestReadLogsNamesAMissingRun(t *testing.T) {
 	e := newSchedEnv(t)
 	e.apply("dag_id: a\ntasks:\n  - id: x\n    command: [\"true\"]\n")
 	run := e.trigger("a")
-	_, err := e.st.ReadLogs(e.ctx, run+100, "x", 0, 0, 10)
+	_, err := e.st.ReadLogs(e.ctx, run+100, "x", 0, store.LogCursor{}, 10)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	assert.Equal(t, fmt.Sprintf("run %d: not found", run+100), err.Error())
-	_, err = e.st.ReadLogs(e.ctx, run, "validate", 0, 0, 10)
+	_, err = e.st.ReadLogs(e.ctx, run, "validate", 0, store.LogCursor{}, 10)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	assert.Equal(t, fmt.Sprintf("run %d task \"validate\": not found", run), err.Error())
 }

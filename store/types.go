@@ -140,10 +140,14 @@ type LogLine struct {
 	Stream string
 	Time   time.Time
 	Line   string
+	// Dropped is set on a gap marker only: the lines of the attempt the
+	// agent lost before this point (protocol.LogLine.Dropped).
+	Dropped int64
 }
 
-// StoredLogLine is one log line as ReadLogs returns it. ID orders lines and
-// is the cursor for the next read.
+// StoredLogLine is one log line as ReadLogs returns it. (TryNumber, Seq)
+// orders lines and is the cursor for the next read (LogCursor); ID is the
+// row's key only. Dropped is a gap marker's count of lines lost there.
 type StoredLogLine struct {
 	ID        int64
 	TryNumber int
@@ -151,6 +155,7 @@ type StoredLogLine struct {
 	Stream    string
 	Time      time.Time
 	Line      string
+	Dropped   int64
 }
 
 // LogPage is one read of a TI's log. Terminal is TIState.Terminal(), so a
@@ -159,6 +164,9 @@ type LogPage struct {
 	Lines    []StoredLogLine
 	TIState  state.TI
 	Terminal bool
+	// LogDropped is the TI's log_dropped: lines of its tries lost
+	// (counted by gap markers); non-zero means the log is incomplete.
+	LogDropped int64
 }
 
 // DAGSummary is one applied DAG as ListDAGs returns it: its id, number of
@@ -222,6 +230,9 @@ type TaskInstance struct {
 	LastHeartbeatAt  *time.Time
 	EndDate          *time.Time
 	NextRetryAt      *time.Time
+	// LogDropped is how many log lines of its tries agents lost (their
+	// gap markers' counts): non-zero means its log is incomplete.
+	LogDropped int64
 	// Late is the last completion for one of this TI's attempts that
 	// arrived after a reaper had given up on that attempt (GetRun only;
 	// nil when none did).

@@ -266,16 +266,26 @@ func (c *Client) CancelRun(ctx context.Context, id int64) (protocol.Run, error) 
 	return out, err
 }
 
-// Logs returns a page of a task's log lines (GET
-// /v1/runs/{id}/tasks/{task_id}/logs). try 0 means every try; after is the
-// id of the last line already seen (0 for the start).
-func (c *Client) Logs(ctx context.Context, runID int64, taskID string, try int, after int64) (protocol.LogList, error) {
+// LogCursor is the position of the last log line a reader has: its
+// try_number and seq (zero: before the first line).
+type LogCursor struct {
+	Try int
+	Seq int64
+}
+
+// Logs returns a page of a task's log lines after the cursor, in
+// (try_number, seq) order (GET /v1/runs/{id}/tasks/{task_id}/logs). try 0
+// means every try.
+func (c *Client) Logs(ctx context.Context, runID int64, taskID string, try int, after LogCursor) (protocol.LogList, error) {
 	q := url.Values{}
 	if try > 0 {
 		q.Set("try", strconv.Itoa(try))
 	}
-	if after > 0 {
-		q.Set("after", strconv.FormatInt(after, 10))
+	if after.Try > 0 && after.Try != try {
+		q.Set("after_try", strconv.Itoa(after.Try))
+	}
+	if after.Seq > 0 {
+		q.Set("after", strconv.FormatInt(after.Seq, 10))
 	}
 	var out protocol.LogList
 	err := c.Do(ctx, http.MethodGet, withQuery(runPath(runID)+"/tasks/"+url.PathEscape(taskID)+"/logs", q), nil, &out)

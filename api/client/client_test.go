@@ -107,10 +107,15 @@ func TestURLEscaping(t *testing.T) {
 	assert.Equal(t, "Bearer s3cret", rec.Auth)
 
 	c, rec = fake(t, 200, `{"lines":[],"ti_state":"running","terminal":false}`)
-	_, err = c.Logs(context.Background(), 9, "load/x?", 2, 41)
+	_, err = c.Logs(context.Background(), 9, "load/x?", 2, LogCursor{Try: 2, Seq: 41})
 	require.NoError(t, err)
 	assert.Equal(t, "/v1/runs/9/tasks/load%2Fx%3F/logs", rec.RawPath)
-	assert.Equal(t, "after=41&try=2", rec.RawQuery)
+	assert.Equal(t, "after=41&try=2", rec.RawQuery, "the cursor's try is the filter's")
+
+	c, rec = fake(t, 200, `{"lines":[],"ti_state":"running","terminal":false}`)
+	_, err = c.Logs(context.Background(), 9, "x", 0, LogCursor{Try: 3, Seq: 7})
+	require.NoError(t, err)
+	assert.Equal(t, "after=7&after_try=3", rec.RawQuery, "every try: the cursor names its try")
 }
 
 func TestQueries(t *testing.T) {

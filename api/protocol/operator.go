@@ -76,6 +76,10 @@ type TaskInstance struct {
 	LastHeartbeatAt  *time.Time `json:"last_heartbeat_at,omitempty"`
 	EndDate          *time.Time `json:"end_date,omitempty"`
 	NextRetryAt      *time.Time `json:"next_retry_at,omitempty"`
+	// LogDropped is how many log lines of this TI's tries agents lost
+	// (counted by their gap markers); non-zero means its log is
+	// incomplete.
+	LogDropped int64 `json:"log_dropped,omitempty"`
 	// Late is the last success an agent reported for one of this TI's
 	// attempts after a reaper had given up on it; absent when none did.
 	Late *LateOutcome `json:"late,omitempty"`
@@ -148,8 +152,10 @@ type EventList struct {
 }
 
 // StoredLogLine is one log line as read back by GET
-// /v1/runs/{id}/tasks/{task_id}/logs. ID orders lines and serves as the
-// cursor for ?after=ID when following.
+// /v1/runs/{id}/tasks/{task_id}/logs. Lines come in (try_number, seq)
+// order, which is also the cursor: a follower passes the last line's
+// try_number and seq as ?after_try=&after=. ID is the row's key only.
+// Dropped is set on a gap marker: the lines of that try lost there.
 type StoredLogLine struct {
 	ID        int64     `json:"id"`
 	TryNumber int       `json:"try_number"`
@@ -157,14 +163,18 @@ type StoredLogLine struct {
 	Stream    string    `json:"stream"`
 	Time      time.Time `json:"time"`
 	Line      string    `json:"line"`
+	Dropped   int64     `json:"dropped,omitempty"`
 }
 
 // LogList is a page of log lines; Terminal is true when the TI is in a
-// terminal state, so a follower can stop after draining.
+// terminal state, so a follower can stop after draining. LogDropped is the
+// TI's count of lost lines over its tries: non-zero means its log is
+// incomplete, and gap markers (lines with Dropped) show where.
 type LogList struct {
-	Lines    []StoredLogLine `json:"lines"`
-	TIState  string          `json:"ti_state"`
-	Terminal bool            `json:"terminal"`
+	Lines      []StoredLogLine `json:"lines"`
+	TIState    string          `json:"ti_state"`
+	Terminal   bool            `json:"terminal"`
+	LogDropped int64           `json:"log_dropped"`
 }
 
 // ReapCandidate is one item a reaper would act on (vigil reap --dry-run),

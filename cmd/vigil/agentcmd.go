@@ -89,7 +89,7 @@ func newAgentCmd() *cobra.Command {
 	f.BoolVar(&ephemeral, "ephemeral", false, "no effect: every agent deregisters when it stops")
 	_ = f.MarkDeprecated("ephemeral", "every agent now deregisters when it stops (SIGTERM or SIGINT)")
 	f.IntVar(&eventBuf, "event-buffer-size", 5000, "events buffered while the control plane is unreachable (oldest dropped first)")
-	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered while the control plane is unreachable (oldest dropped first)")
+	f.IntVar(&logBuf, "log-buffer-size", 10000, "log lines buffered for shipping: when full, a connected agent holds the task's output back; a disconnected one drops the oldest, counted in a gap marker")
 	f.DurationVar(&killGrace, "kill-grace", agent.DefaultKillGrace,
 		"SIGTERM to SIGKILL delay when a task's process group is killed, also when the agent itself dies")
 	f.StringVar(&superv, "supervisor", "",

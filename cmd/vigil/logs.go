@@ -65,15 +65,17 @@ has been read. -o json prints one JSON object per line.`,
 	return cmd
 }
 
-// streamLogs prints the task's lines page by page, cursoring on the
-// highest line id seen. Without follow it stops once a page is not full;
+// streamLogs prints the task's lines page by page in (try, seq) order,
+// cursoring on the last line's try and seq, so each line is printed
+// once, in the order the task printed it. Without follow it stops once a page is not full;
 // with follow it polls every interval and stops when a reply says the task
 // is terminal and carries no new lines, once the task has been seen
 // terminal for settle; or when ctx is cancelled (Ctrl-C).
 func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64, taskID string, try int, follow, asJSON bool, interval, settle time.Duration) error {
 	var (
-		after         int64
+		after         client.LogCursor
 		terminalSince time.Time
+		dropped       int64 // the TI's lost lines, as of the last page
 	)
 	enc := json.NewEncoder(w)
 	for {
@@ -92,18 +94,19 @@ func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64,
 			} else if _, err := fmt.Fprintln(w, fmtLogLine(l)); err != nil {
 				return err
 			}
-			after = max(after, l.ID)
+			after = client.LogCursor{Try: l.TryNumber, Seq: l.Seq}
 		}
+		dropped = page.LogDropped
 		switch {
 		case len(page.Lines) >= logsPageLimit:
 			continue // more are waiting
 		case !follow:
-			return nil
+			return warnIncomplete(w, asJSON, dropped)
 		case !page.Terminal:
 		case terminalSince.IsZero():
 			terminalSince = time.Now()
 		case len(page.Lines) == 0 && time.Since(terminalSince) >= settle:
-			return nil
+			return warnIncomplete(w, asJSON, dropped)
 		}
 		select {
 		case <-ctx.Done():
@@ -116,7 +119,22 @@ func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64,
 	}
 }
 
-// fmtLogLine is "2026-11-21T10:00:00.123Z [stdout] text".
+// fmtLogLine is "2026-11-21T10:00:00.123Z [stdout] text"; a gap marker
+// that counts lost lines ends with "[N lines of this try lost here]".
 func fmtLogLine(l protocol.StoredLogLine) string {
-	return fmtLogTime(l.Time) + " [" + l.Stream + "] " + l.Line
+	s := fmtLogTime(l.Time) + " [" + l.Stream + "] " + l.Line
+	if l.Dropped > 0 {
+		s += fmt.Sprintf(" [%d lines of this try lost here]", l.Dropped)
+	}
+	return s
+}
+
+// warnIncomplete ends a table listing of a log that lost lines with a
+// line saying so (JSON output carries log_dropped on the markers).
+func warnIncomplete(w io.Writer, asJSON bool, dropped int64) error {
+	if dropped == 0 || asJSON {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "log incomplete: %d line(s) were lost (see the gap markers above)\n", dropped)
+	return err
 }

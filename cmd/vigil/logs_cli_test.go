@@ -63,12 +63,12 @@ func TestLogsFollow(t *testing.T) {
 	require.GreaterOrEqual(t, len(reqs), 5)
 	assert.Equal(t, []string{
 		"GET /v1/runs/12/tasks/extract/logs",
-		"GET /v1/runs/12/tasks/extract/logs?after=2",
-		"GET /v1/runs/12/tasks/extract/logs?after=2",
-		"GET /v1/runs/12/tasks/extract/logs?after=5",
-	}, reqs[:4])
+		"GET /v1/runs/12/tasks/extract/logs?after=2&after_try=1",
+		"GET /v1/runs/12/tasks/extract/logs?after=2&after_try=1",
+		"GET /v1/runs/12/tasks/extract/logs?after=5&after_try=1",
+	}, reqs[:4], "the cursor is the last line's try and seq")
 	for _, r := range reqs[4:] {
-		assert.Equal(t, "GET /v1/runs/12/tasks/extract/logs?after=6", r)
+		assert.Equal(t, "GET /v1/runs/12/tasks/extract/logs?after=6&after_try=1", r)
 	}
 	assert.LessOrEqual(t, len(reqs), 7, "stops soon after the task is terminal and drained")
 }
@@ -89,4 +89,29 @@ func TestLogsBadTry(t *testing.T) {
 	r := runCLI(t, append([]string{"logs", "12", "extract", "--try", "-1"}, f.serverArgs()...)...)
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.err.Error(), "--try")
+}
+
+// TestLogsCursorIsTheSeq: ids say nothing about order (a replayed line may
+// have a higher id than the one after it); the next read continues after
+// the last line's try and seq. A log that lost lines ends with a warning,
+// and its gap marker says how many were lost there.
+func TestLogsCursorIsTheSeq(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	first, marker := fakeLogLine(9, "stdout", "one"), fakeLogLine(3, "system", "--- gap ---")
+	first.Seq, marker.Seq, marker.Dropped = 1, 2, 40
+	f.sequence("GET /v1/runs/12/tasks/extract/logs",
+		protocol.LogList{Lines: []protocol.StoredLogLine{first, marker}, TIState: "success", Terminal: true, LogDropped: 40},
+		protocol.LogList{Lines: []protocol.StoredLogLine{}, TIState: "success", Terminal: true, LogDropped: 40},
+	)
+	r := runCLI(t, append([]string{"logs", "12", "extract", "--follow"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{
+		"2026-11-21T10:00:09.123Z [stdout] one",
+		"2026-11-21T10:00:03.123Z [system] --- gap --- [40 lines of this try lost here]",
+		"log incomplete: 40 line(s) were lost (see the gap markers above)",
+	}, strings.Split(strings.TrimSpace(r.stdout), "\n"))
+	reqs := f.requestLog()
+	require.GreaterOrEqual(t, len(reqs), 2)
+	assert.Equal(t, "GET /v1/runs/12/tasks/extract/logs?after=2&after_try=1", reqs[1], "after the last line's seq, not its id")
 }

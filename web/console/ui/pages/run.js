@@ -110,8 +110,9 @@ function tiTable(run, atts, name) {
         <td>${esc(a.reason || (current ? ti.reason : "") || "")}${a.message ? `<div class="muted why">${esc(a.message)}</div>` : ""}</td>
         <td><a href="#/runs/${run.id}/logs/${encodeURIComponent(ti.task_id)}?try=${a.try ?? ""}">logs</a></td></tr>`;
     }).join("");
+    const lost = ti.log_dropped ? ` <span class="badge s-failed" data-log-incomplete="${ti.log_dropped}" title="an agent dropped lines it could not deliver; gap markers in the log show where">log incomplete: ${ti.log_dropped} line${ti.log_dropped === 1 ? "" : "s"} lost</span>` : "";
     return `<tr data-task="${esc(ti.task_id)}"><td><strong>${esc(ti.task_id)}</strong></td><td>${badge(ti.state)}</td>
-      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}</td></tr>
+      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}</td></tr>
       ${tries ? `<tr><td></td><td colspan="3"><table><thead><tr><th>Try</th><th>Agent</th><th>Claimed</th><th>Started</th><th>Ended</th>
       <th>Exit</th><th>Reason</th><th></th></tr></thead><tbody>${tries}</tbody></table></td></tr>` : ""}`;
   }).join("");
