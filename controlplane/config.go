@@ -3,7 +3,6 @@ package controlplane
 import (
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/vigil-sched/vigil/leader"
@@ -72,12 +71,9 @@ type Config struct {
 	// BulkReserve, at least 1.
 	BulkLimit int
 
-	// Listen is the API's TCP address; default DefaultListen. Ignored when
-	// Listener is set.
+	// Listen is the API's TCP address; default DefaultListen. Port 0
+	// takes a free port (ControlPlane.URL names it).
 	Listen string
-	// Listener, when set, is served instead of listening on Listen; the
-	// control plane closes it.
-	Listener net.Listener
 	// TLS, when set, serves HTTPS; in Lite the in-process agents then use
 	// an in-process listener and need no certificate.
 	TLS *tls.Config

@@ -27,7 +27,6 @@ import (
 // and a nil *ControlPlane are stopped ones.
 type ControlPlane struct {
 	url                       string
-	store                     *store.Store
 	agentToken, operatorToken string
 
 	// stops undo Start's steps, last first.
@@ -56,12 +55,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 
 // start runs the steps of Start, recording how to undo each in c.stops.
 func (c *ControlPlane) start(ctx context.Context, cfg Config) error {
-	ln := cfg.Listener
-	if ln == nil {
-		var err error
-		if ln, err = Listen(cfg.Listen); err != nil {
-			return err
-		}
+	ln, err := Listen(cfg.Listen)
+	if err != nil {
+		return err
 	}
 	c.onStop(func(context.Context) error { _ = ln.Close(); return nil }) // a no-op once the API server has taken it over
 	if cfg.Pro == nil {
@@ -74,7 +70,6 @@ func (c *ControlPlane) start(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return within("Database", err)
 	}
-	c.store = st
 	c.onStop(func(context.Context) error { st.Close(); return nil })
 	if cfg.DAGs != "" {
 		if err := applyDAGs(ctx, st, cfg.DAGs, cfg.Logger); err != nil {
@@ -100,10 +95,6 @@ func (c *ControlPlane) onStop(f func(context.Context) error) { c.stops = append(
 
 // URL is the API's public base URL: http(s)://host:port.
 func (c *ControlPlane) URL() string { return c.url }
-
-// Store is the control plane's store, for callers that read or seed it
-// directly (tests, the bench); Stop closes it.
-func (c *ControlPlane) Store() *store.Store { return c.store }
 
 // AgentToken is the agents' token: Config.AgentToken, or the one Lite read
 // or generated.

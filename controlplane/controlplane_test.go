@@ -77,9 +77,11 @@ func TestLiteRunsADAGAndStops(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cp.Stop(ctx) })
 
-	tok, err := os.ReadFile(filepath.Join(dataDir, "operator.token"))
-	require.NoError(t, err)
-	assert.Equal(t, cp.OperatorToken(), strings.TrimSpace(string(tok)), "the generated token is the one served")
+	for file, served := range map[string]string{"operator.token": cp.OperatorToken(), "agent.token": cp.AgentToken()} {
+		tok, err := os.ReadFile(filepath.Join(dataDir, file))
+		require.NoError(t, err)
+		assert.Equal(t, served, strings.TrimSpace(string(tok)), "the generated %s is the one served", file)
+	}
 	require.Eventually(t, func() bool { return leading(cp.URL()) }, waitTimeout, 20*time.Millisecond, "Lite leads")
 
 	c, err := client.New(cp.URL(), cp.OperatorToken(), nil)

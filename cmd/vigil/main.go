@@ -1,6 +1,7 @@
 // Command vigil is Vigil's single binary (docs/design.md §9): the Lite and Pro
 // control planes, the agent, and the operator CLI. It stays thin: flags →
-// config → wiring; the work lives in the packages.
+// config → controlplane.Start (or agent.New, or an API client), and the
+// output; the work lives in the packages.
 package main
 
 import (
