@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -124,11 +125,39 @@ func (a *Agent) postHeartbeat(ctx context.Context, c conn, entries []protocol.He
 		a.log.Error("heartbeat rejected", "entries", len(entries), "err", err)
 		return nil
 	}
-	a.log.Debug("heartbeat sent", "entries", len(entries), "stop", len(resp.Stop))
+	if a.log.Enabled(ctx, slog.LevelDebug) {
+		// The evidence a reaper must respect: from server_time (the
+		// database clock of the transaction that stamped them), these
+		// attempts may not be reaped for the agent-lost threshold. The
+		// chaos checker reads this line (chaos/collect.go, invariant 1).
+		a.log.Debug(HeartbeatAckMsg, "server_time", resp.ServerTime, "attempts", ackedAttempts(entries, resp.Stop),
+			"stop", len(resp.Stop))
+	}
 	for _, order := range resp.Stop {
 		a.stopOrder(order, "heartbeat")
 	}
 	return nil
+}
+
+// HeartbeatAckMsg is the debug log message of an acknowledged heartbeat,
+// with its server_time and the ids of the attempts it refreshed.
+const HeartbeatAckMsg = "heartbeat acknowledged"
+
+// ackedAttempts is the attempt ids of entries the server refreshed: every
+// listed attempt but those it ordered stopped (store.Heartbeat stamps all
+// the others in the same transaction).
+func ackedAttempts(entries []protocol.HeartbeatEntry, stops []protocol.StopOrder) []string {
+	stopped := make(map[string]bool, len(stops))
+	for _, s := range stops {
+		stopped[s.AttemptID] = true
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !stopped[e.AttemptID] {
+			out = append(out, e.AttemptID)
+		}
+	}
+	return out
 }
 
 // stopOrder kills the process group of an attempt the control plane no

@@ -64,10 +64,10 @@ func Check(h *History) Verdict {
 	sla, reaps, runs := checkSLA(h)
 	v.Results = append(v.Results, sla)
 	v.ReapLatency, v.RunLatency = reaps, runs
-	v.Results = append(v.Results, checkFencing(h))
+	live, fo := checkLiveness(h)
+	v.Results = append(v.Results, checkFencing(h, fo))
 	v.Results = append(v.Results, checkNoLostSuccess(h))
 	v.Results = append(v.Results, checkLogs(h))
-	live, fo := checkLiveness(h)
 	v.Results = append(v.Results, live)
 	v.Failovers = fo
 	dup, alive := checkNoDuplicate(h)
@@ -122,47 +122,68 @@ func newIndex(h *History) index {
 	return ix
 }
 
-// checkNoLiveFailed: no attempt was failed by a reaper (agent_lost,
-// dispatch_lost) while its agent instance was able to heartbeat during
-// the whole agent-lost threshold before the reap (see impairments).
+// reaperDecisions are the reapers' decisions that end or requeue an
+// attempt: each is judged by invariant 1, and the agent-lost ones by the
+// SLA too.
+var reaperDecisions = []string{metrics.DecisionAgentLost, metrics.DecisionAgentLostRequeued, metrics.DecisionDispatchLost}
+
+// AckTolerance is how much earlier than the agent-lost threshold after an
+// acknowledged heartbeat a reap may commit. Both instants come from the
+// database server's one clock: the heartbeat's server_time is now() of
+// the transaction that stamped the attempt, the reap's is its commit
+// timestamp, and a reaper acts only when its own earlier reading of now()
+// is past the stamp by the threshold. So no tolerance is needed but for
+// rounding: PostgreSQL keeps microseconds.
+const AckTolerance = time.Millisecond
+
+// checkNoLiveFailed: no reaper decision that ends or requeues an attempt
+// (agent_lost, agent_lost_requeued, dispatch_lost) commits within the
+// agent-lost threshold (less AckTolerance) of a heartbeat the control
+// plane acknowledged for that attempt, before or after it. The agent's own
+// evidence decides, not the faults: an impairment explains why heartbeats
+// stopped, and excuses nothing (docs/reliability.md, invariant 1).
 func checkNoLiveFailed(h *History) Result {
-	ix := newIndex(h)
+	acks := h.acksByAttempt()
 	r := Result{Invariant: InvNoLiveFailed}
+	least := h.Timing.AgentLost - AckTolerance
+	unseen := 0
 	for _, ev := range h.Events {
-		if ev.Kind != metrics.DecisionAgentLost && ev.Kind != metrics.DecisionDispatchLost {
-			continue
-		}
-		ex, ok := ix.exec[ev.AttemptID]
-		if !ok {
-			r.Excluded++ // never started: no execution could be live
+		if !slices.Contains(reaperDecisions, ev.Kind) || ev.AttemptID == "" {
 			continue
 		}
 		r.Checked++
-		t := ev.Committed
-		if h.ableThroughout(ex.Instance, t.Add(-h.Timing.AgentLost), t) {
-			r.Violations = append(r.Violations, Violation{InvNoLiveFailed, t, "attempt " + ev.AttemptID,
-				fmt.Sprintf("%s of TI %d (task %s try %d) on agent %s, which was able to heartbeat throughout the %s before",
-					ev.Kind, ev.TIID, ex.TaskID, ex.Try, ex.Instance, h.Timing.AgentLost)})
+		list := acks[ev.AttemptID]
+		if len(list) == 0 {
+			unseen++
+		}
+		for i := len(list) - 1; i >= 0; i-- { // the latest offending ack
+			a := list[i]
+			if gap := ev.Committed.Sub(a.At); gap < least {
+				r.Violations = append(r.Violations, Violation{InvNoLiveFailed, ev.Committed, "attempt " + ev.AttemptID,
+					fmt.Sprintf("%s of TI %d (try %d) committed %s after agent %s's heartbeat acknowledged at %s covered it (threshold %s)",
+						ev.Kind, ev.TIID, ev.Try, gap.Round(time.Millisecond), a.Instance, a.At.Format(time.RFC3339Nano), h.Timing.AgentLost)})
+				break
+			}
 		}
 	}
-	if r.Excluded > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d reaped attempts never started (no journal record)", r.Excluded))
+	if unseen > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d reaped attempts had no acknowledged heartbeat (reaped before their first)", unseen))
 	}
 	return r
 }
 
 // checkSLA: (a) every run live when the last fault cleared is terminal
 // within max(threshold) + sweep + 5 s plus its DAG's fault-free duration
-// bound; (b) every agent_lost reap came within threshold + sweep + 2 s of
-// the moment its silence started to count: the latest of the start of
-// its agent's impairment, the start of the reaping leader's term, that
-// leader's last grace restart (a leader counts silence only from when it
-// could see agents) and the last moment its mass-silence brake held
-// (docs/design.md §6). The bound stretches by the time the database was
-// slowed meanwhile.
+// bound; (b) every agent_lost or agent_lost_requeued reap came within
+// threshold + sweep + 2 s of the moment its attempt became stuck: the
+// latest of its last acknowledged heartbeat (else its claim), the start
+// of the reaping leader's term, that leader's last grace restart (a
+// leader counts silence only from when it could see agents) and the last
+// moment its mass-silence brake held (docs/design.md §6). The bound
+// stretches by what a slow database adds to the sweeps meanwhile
+// (slowSweepStretch).
 func checkSLA(h *History) (Result, []time.Duration, []time.Duration) {
 	r := Result{Invariant: InvSLA}
-	ix := newIndex(h)
 	clear := h.lastClear()
 	var runLat, reapLat []time.Duration
 	slack := h.Timing.AgentLost + h.Timing.Sweep + 5*time.Second
@@ -186,47 +207,79 @@ func checkSLA(h *History) (Result, []time.Duration, []time.Duration) {
 				fmt.Sprintf("run of %s terminal %s after its deadline", run.DAG, run.Ended.Sub(deadline))})
 		}
 	}
-	bound := h.Timing.AgentLost + h.Timing.Sweep + 2*time.Second
+	acks := h.acksByAttempt()
+	claims := map[string]time.Time{}
 	for _, ev := range h.Events {
-		if ev.Kind != metrics.DecisionAgentLost {
+		if ev.Kind == eventClaimed && ev.AttemptID != "" {
+			claims[ev.AttemptID] = ev.Committed
+		}
+	}
+	bound := h.Timing.AgentLost + h.Timing.Sweep + 2*time.Second
+	unknown := 0
+	for _, ev := range h.Events {
+		if ev.Kind != metrics.DecisionAgentLost && ev.Kind != metrics.DecisionAgentLostRequeued {
 			continue
 		}
-		ex, ok := ix.exec[ev.AttemptID]
-		if !ok {
-			continue
+		due := claims[ev.AttemptID]
+		for _, a := range acks[ev.AttemptID] {
+			if a.At.Before(ev.Committed) && a.At.After(due) {
+				due = a.At
+			}
 		}
-		due := h.impairedSince(ex.Instance, ev.Committed)
 		if due.IsZero() {
-			continue // invariant 1 reports it
+			unknown++ // neither claimed nor acknowledged in the history: no start to measure from
+			continue
 		}
-		if ts := h.termStart(ev.Epoch); ts.After(due) {
-			due = ts
-		}
-		if g := h.graceBefore(ev.Epoch, ev.Committed); g.After(due) {
-			due = g
-		}
-		if b := h.brakeBefore(ev.Epoch, ev.Committed); b.After(due) {
-			due = b
+		for _, t := range []time.Time{h.termStart(ev.Epoch), h.graceBefore(ev.Epoch, ev.Committed), h.brakeBefore(ev.Epoch, ev.Committed)} {
+			if t.After(due) && t.Before(ev.Committed) {
+				due = t
+			}
 		}
 		r.Checked++
 		lat := ev.Committed.Sub(due)
 		reapLat = append(reapLat, lat)
-		allowed := bound + h.slowDatabaseWithin(due, ev.Committed)
+		allowed := bound + h.slowSweepStretch(due, ev.Committed)
 		if lat > allowed {
 			r.Violations = append(r.Violations, Violation{InvSLA, ev.Committed, "attempt " + ev.AttemptID,
-				fmt.Sprintf("reaped %s after it became stuck (bound %s)", lat.Round(time.Millisecond), allowed)})
+				fmt.Sprintf("%s %s after it became stuck at %s (bound %s)", ev.Kind, lat.Round(time.Millisecond),
+					due.Format(time.RFC3339Nano), allowed)})
 		}
+	}
+	if unknown > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d agent-lost reaps of attempts with no claim event: SLA not measurable (invariant 1 judged them)", unknown))
 	}
 	return r, reapLat, runLat
 }
 
-// slowDatabaseWithin is how long a DatabaseSlow fault lasted within
-// [from, to]: every statement of the reaper's sweeps was delayed that
-// long, so the SLA bound stretches by it.
-func (h *History) slowDatabaseWithin(from, to time.Time) time.Duration {
-	var d time.Duration
+// eventClaimed is the event a claim writes (store/claim.go).
+const eventClaimed = "ti_claimed"
+
+// SweepRoundTrips bounds the database round trips of one reaper sweep
+// that reaps an agent's attempts (every reaper's pass: the clock read,
+// the list queries, the brake's counts and the fenced batch that writes
+// the decisions and their events), counted on cold connections, where
+// every statement costs a prepare first. reaper's
+// TestSweepRoundTripsBoundTheChaosStretch counts them on a real sweep.
+const SweepRoundTrips = 30
+
+// slowSweepStretch is how much later than its bound a DatabaseSlow fault
+// can make a reap that became due at from and committed at to. Latency d
+// each way makes every round trip 2d longer. Two sweeps stand between the
+// moment an attempt becomes eligible and its reap's commit: the one then
+// in progress, which read the clock too early, and the next, which reaps;
+// each runs at most SweepRoundTrips round trips. A round trip begun in
+// the fault's last instant is still delayed whole, so of an overlap o at
+// most o/2d + 1 round trips of a sweep are delayed. The stretch is thus,
+// for each slow fault, 2 sweeps × min(SweepRoundTrips, o/2d + 1) × 2d
+// (docs/reliability.md, invariant 2).
+func (h *History) slowSweepStretch(from, to time.Time) time.Duration {
+	var total time.Duration
 	for _, f := range h.Faults {
 		if f.Kind != DatabaseSlow {
+			continue
+		}
+		d, err := time.ParseDuration(f.Detail)
+		if err != nil || d <= 0 {
 			continue
 		}
 		lo, hi := f.Start, f.End
@@ -236,11 +289,14 @@ func (h *History) slowDatabaseWithin(from, to time.Time) time.Duration {
 		if hi.After(to) {
 			hi = to
 		}
-		if hi.After(lo) {
-			d += hi.Sub(lo)
+		if !hi.After(lo) {
+			continue
 		}
+		rt := 2 * d
+		n := min(int64(SweepRoundTrips), int64(hi.Sub(lo)/rt)+1)
+		total += 2 * time.Duration(n) * rt
 	}
-	return d
+	return total
 }
 
 // graceBefore is the last grace restart that epoch's leader logged

@@ -28,9 +28,33 @@ type ReapedAlive struct {
 }
 
 // checkFencing: every event a leader wrote (epoch set) committed before
-// the fence moved past its epoch, and its epoch is one the fence held.
-func checkFencing(h *History) Result {
+// the fence moved past its epoch, and its epoch is one the fence held;
+// the fence only moves forward; and after each loss of the leader the
+// fence moved to another replica within Timing.FenceBound, unless the
+// database or etcd was down or slowed meanwhile (a fence cannot move
+// without either). fos are the failovers checkLiveness found.
+func checkFencing(h *History, fos []Failover) Result {
 	r := Result{Invariant: InvFencing}
+	fenceBound := h.Timing.FenceBound()
+	excused := 0
+	for _, fo := range fos {
+		if fo.EtcdDown || h.databaseFaultWithin(fo.Lost.Add(-fenceBound), fo.Lost.Add(fenceBound)) {
+			excused++
+			continue
+		}
+		r.Checked++
+		if fo.Fenced == 0 || fo.Fenced > fenceBound {
+			took := "never moved"
+			if fo.Fenced > 0 {
+				took = "moved after " + fo.Fenced.Round(time.Millisecond).String()
+			}
+			r.Violations = append(r.Violations, Violation{InvFencing, fo.Lost, "leader " + fo.Old,
+				fmt.Sprintf("%s: the fence %s (bound %s)", fo.Fault, took, fenceBound)})
+		}
+	}
+	if excused > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d failovers beside a database or etcd fault: the fence's move not timed", excused))
+	}
 	known := map[int64]bool{}
 	for _, f := range h.Fence {
 		known[f.Epoch] = true
@@ -117,6 +141,20 @@ func checkLogs(h *History) Result {
 		r.Notes = append(r.Notes, fmt.Sprintf("out of scope: %d attempts whose agent never reached the control plane again before it was killed", r.Excluded))
 	}
 	return r
+}
+
+// databaseFaultWithin reports whether a fault kept the database down,
+// slow or cut from a replica at some time within [from, to].
+func (h *History) databaseFaultWithin(from, to time.Time) bool {
+	for _, f := range h.Faults {
+		switch f.Kind {
+		case PostgresFast, PostgresImmediate, DatabaseSlow, ReplicaDBCut:
+			if f.Start.Before(to) && f.End.After(from) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Mode is the partition mode recorded in Detail ("cut" or "blackhole").

@@ -19,11 +19,12 @@ var t0 = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
 // cleanHistory: agent a0-1 runs attempt A (TI 1) from 1s to 5s, which
-// succeeds; agent a1-1 runs attempt B (TI 2) from 2s, is stopped from 3s
-// to 20s, B is reaped at 10s (impaired since 3s: 7s later, within the
-// 6s + 0.25s + 2s bound) and its retry C runs on a0-1 from 12s to 14s;
-// B's process dies at 21s once its agent resumed. One leader, r1, lost by
-// kill at 30s, r2 elected at 32s.
+// succeeds; agent a1-1 runs attempt B (TI 2) from 2s, heartbeats it at
+// 2.5s, is stopped from 3s to 20s, B is reaped at 10s (7.5s after that
+// heartbeat: past the 6s threshold, within the 6s + 0.25s + 2s bound) and
+// its retry C runs on a0-1 from 12s to 14s; B's process dies at 21s once
+// its agent resumed. One leader, r1, lost by kill at 30s, r2 elected at
+// 32s.
 func cleanHistory() *History {
 	return &History{
 		Seed:   1,
@@ -60,6 +61,15 @@ func cleanHistory() *History {
 			{At: at(29), Etcd: "r1", EtcdOK: true, Claiming: []string{"r1"}},
 			{At: at(32), Etcd: "r2", EtcdOK: true, Claiming: []string{"r2"}},
 		},
+		Acks: []HeartbeatAck{
+			{Instance: "a0-1", At: at(1.5), Attempts: []string{"A"}},
+			{Instance: "a1-1", At: at(2.5), Attempts: []string{"B"}},
+			{Instance: "a0-1", At: at(2.5), Attempts: []string{"A"}},
+			{Instance: "a0-1", At: at(3.5), Attempts: []string{"A"}},
+			{Instance: "a0-1", At: at(4.5), Attempts: []string{"A"}},
+			{Instance: "a0-1", At: at(12.5), Attempts: []string{"C"}},
+			{Instance: "a0-1", At: at(13.5), Attempts: []string{"C"}},
+		},
 		RunBound:  map[string]time.Duration{"d": 10 * time.Second},
 		Processes: cleanProcesses(),
 		End:       at(40),
@@ -91,13 +101,47 @@ func TestInvariantsReportViolations(t *testing.T) {
 		inv    string
 		mutate func(h *History)
 	}{
-		{InvNoLiveFailed, func(h *History) {
-			h.Faults[0].Kind = AgentLatency // a1-1 was never unable: B was reaped while it could heartbeat
+		{InvNoLiveFailed, func(h *History) { // B heartbeated at 5s, reaped at 10s
+			h.Acks = append(h.Acks, HeartbeatAck{Instance: "a1-1", At: at(5), Attempts: []string{"B"}})
+		}},
+		{InvNoLiveFailed, func(h *History) { // an acknowledged heartbeat after the reap
+			h.Acks = append(h.Acks, HeartbeatAck{Instance: "a1-1", At: at(10.5), Attempts: []string{"B"}})
+		}},
+		// The hand-made histories of issue 24, which the impairment-excused
+		// rule passed:
+		{InvNoLiveFailed, func(h *History) { // a 1s SIGSTOP, then agent_lost 3s after it
+			h.Faults = append(h.Faults, FaultRecord{Kind: AgentStopShort, Target: "a0-1", Start: at(3.6), End: at(4.6)})
+			h.Events = append(h.Events, Event{ID: 4, RunID: 1, TIID: 1, Kind: metrics.DecisionAgentLost, AttemptID: "A", Try: 1, Epoch: 100, Committed: at(7.6)})
+		}},
+		{InvNoLiveFailed, func(h *History) { // the new term reaps an attempt of an unimpaired agent 2.5s in
+			h.Executions = append(h.Executions, Execution{AttemptID: "D", TIID: 3, RunID: 1, TaskID: "v", Try: 1, Instance: "a0-1", Start: at(31)})
+			for s := 31.5; s < 35; s++ {
+				h.Acks = append(h.Acks, HeartbeatAck{Instance: "a0-1", At: at(s), Attempts: []string{"D"}})
+			}
+			h.Events = append(h.Events, Event{ID: 4, RunID: 1, TIID: 3, Kind: metrics.DecisionAgentLost, AttemptID: "D", Try: 1, Epoch: 200, Committed: at(35)})
+		}},
+		{InvNoLiveFailed, func(h *History) { // a started attempt requeued on a fault-free agent
+			h.Events = append(h.Events, Event{ID: 4, RunID: 1, TIID: 1, Kind: metrics.DecisionAgentLostRequeued, AttemptID: "A", Try: 1, Epoch: 100, Committed: at(4)})
+		}},
+		{InvNoLiveFailed, func(h *History) { // dispatch_lost of an acknowledged attempt
+			h.Events = append(h.Events, Event{ID: 4, RunID: 1, TIID: 2, Kind: metrics.DecisionDispatchLost, AttemptID: "C", Try: 2, Epoch: 100, Committed: at(14)})
 		}},
 		{InvSLA, func(h *History) { h.Runs[0].Ended, h.Runs[0].State = time.Time{}, "running" }},
-		{InvSLA, func(h *History) { h.Events[1].Committed = at(12) }}, // 9s after becoming stuck
-		{InvFencing, func(h *History) { h.Events[2].Epoch = 100 }},    // epoch 100 wrote after the fence moved to 200
-		{InvFencing, func(h *History) { h.Events[0].Epoch = 150 }},    // an epoch the fence never held
+		{InvSLA, func(h *History) { h.Events[1].Committed = at(12) }}, // 9.5s after its last heartbeat
+		{InvSLA, func(h *History) { // a 1ms slowdown across the window does not excuse a reap 13s late
+			h.Events[1].Committed = at(15.5)
+			h.Faults = append(h.Faults, FaultRecord{Kind: DatabaseSlow, Target: "postgres", Start: at(2), End: at(16), Detail: "1ms"})
+		}},
+		{InvSLA, func(h *History) { // no impairment on record: judged all the same, from the last heartbeat
+			h.Faults = h.Faults[1:]
+			h.Events[1].Committed = at(20)
+		}},
+		{InvSLA, func(h *History) { // a requeue is held to the same bound
+			h.Events[1].Kind, h.Events[1].Committed = metrics.DecisionAgentLostRequeued, at(12)
+		}},
+		{InvFencing, func(h *History) { h.Events[2].Epoch = 100 }},       // epoch 100 wrote after the fence moved to 200
+		{InvFencing, func(h *History) { h.Events[0].Epoch = 150 }},       // an epoch the fence never held
+		{InvFencing, func(h *History) { h.Fence[1].Committed = at(36) }}, // 6s after r1's kill: past the 5.5s bound
 		{InvNoLostSuccess, func(h *History) { h.TIs[0].State = "failed" }},
 		{InvLogs, func(h *History) { h.Logs["A"] = AttemptLogs{Received: 2} }},
 		{InvLogs, func(h *History) { h.Logs["A"] = AttemptLogs{Received: 3, Markers: []time.Time{at(2), at(2)}} }},
@@ -125,11 +169,9 @@ func TestInvariantsReportViolations(t *testing.T) {
 
 func TestImpairmentsFollowTheFaults(t *testing.T) {
 	h := cleanHistory()
-	assert.False(t, h.ableThroughout("a1-1", at(4), at(10)), "stopped")
-	assert.True(t, h.ableThroughout("a1-1", at(24), at(29)), "resumed and reconnected")
-	assert.False(t, h.ableThroughout("a1-1", at(29), at(31)), "the leader's kill: the failover bound")
 	assert.Equal(t, at(23), h.ableAgain("a1-1", at(10)), "stop end + reconnect bound")
-	assert.Equal(t, at(3), h.impairedSince("a1-1", at(10)))
+	assert.Equal(t, at(25), h.ableAgain("a1-1", at(25)), "resumed and reconnected")
+	assert.Equal(t, at(34), h.ableAgain("a1-1", at(30)), "the leader's kill: its end + the reconnect bound")
 	h.Agents[1].Ended, h.Agents[1].Killed = at(25), true
 	assert.True(t, h.ableAgain("a1-1", at(26)).IsZero(), "a killed instance never comes back")
 }
@@ -142,6 +184,15 @@ func TestSLACountsSilenceFromTheLeadersGraceRestart(t *testing.T) {
 	require.NotEmpty(t, violationsOf(Check(h), InvSLA), "another replica's grace restart does not count")
 	h.Graces = []GraceRestart{{Replica: "r1", At: at(9)}} // the reaping leader could not see agents until 9s
 	assert.Empty(t, violationsOf(Check(h), InvSLA))
+}
+
+func TestFenceBoundAndItsExcuses(t *testing.T) {
+	assert.Equal(t, 5500*time.Millisecond, DefaultTiming.FenceBound(), "TTL 2s + 2s + lock_timeout 0.5s + 1s backoff")
+	h := cleanHistory()
+	h.Fence[1].Committed = at(36)
+	require.NotEmpty(t, violationsOf(Check(h), InvFencing))
+	h.Faults = append(h.Faults, FaultRecord{Kind: PostgresFast, Target: "postgres", Start: at(31), End: at(34)})
+	assert.Empty(t, violationsOf(Check(h), InvFencing), "the fence cannot move while the database restarts")
 }
 
 func TestNoLostCompletionScope(t *testing.T) {
@@ -158,11 +209,11 @@ func TestNoLostCompletionScope(t *testing.T) {
 func TestASlowDatabaseImpairsOnlyPastTheRequestTimeout(t *testing.T) {
 	h := cleanHistory()
 	h.Faults = append(h.Faults, FaultRecord{Kind: DatabaseSlow, Target: "postgres", Start: at(24), End: at(26), Detail: "50ms"})
-	assert.True(t, h.ableThroughout("a1-1", at(24), at(29)), "50ms each way keeps requests within 1s")
+	assert.Equal(t, at(25), h.ableAgain("a1-1", at(25)), "50ms each way keeps requests within 1s")
 	h.Faults[len(h.Faults)-1].Detail = "80ms"
-	assert.True(t, h.ableThroughout("a1-1", at(24), at(29)), "80ms each way keeps a register's 6 round trips within 1s")
+	assert.Equal(t, at(25), h.ableAgain("a1-1", at(25)), "80ms each way keeps a register's 6 round trips within 1s")
 	h.Faults[len(h.Faults)-1].Detail = "98ms"
-	assert.False(t, h.ableThroughout("a1-1", at(24), at(29)), "98ms each way over a register's 6 round trips does not")
+	assert.Equal(t, at(29), h.ableAgain("a1-1", at(25)), "98ms each way over a register's 6 round trips does not")
 }
 
 func TestSLACountsSilenceFromTheBrakesRelease(t *testing.T) {
@@ -174,32 +225,34 @@ func TestSLACountsSilenceFromTheBrakesRelease(t *testing.T) {
 	assert.Empty(t, violationsOf(Check(h), InvSLA), "the brake held reaping until 9s")
 }
 
-func TestSilenceStartsAtTheLastFaultNotItsReconnectBound(t *testing.T) {
+func TestPaddedImpairmentsMerge(t *testing.T) {
 	h := cleanHistory()
 	h.Faults = append(h.Faults, FaultRecord{Kind: AgentKill, Target: "a1-1", Start: at(21)})
-	assert.Equal(t, at(21), h.impairedSince("a1-1", at(25)), "the stop ended at 20s; the agent could heartbeat again before the kill")
 	assert.Equal(t, at(3), h.merged("a1-1")[1].From, "padded, the stop and the kill merge")
 }
 
 // The 1,000-fault run of 2026-11-24 02:45 (seed 1124): agent a0-30 was
 // stopped from 03:05:11.67 to 19.96, heartbeated on resuming and was
 // killed at 20.46; a replica cut from the database at 18.67 (failover
-// bound to 20.67) bridged the stop and the kill, so the checker dated the
-// silence from the stop (after the leader's grace restart at 15.62) and
-// reported the reap at 26.00, 6.04 s after the resumed heartbeat, as
-// 10.4 s late. Silence is dated by the faults that certainly silenced
-// the agent.
-func TestAReplicaFaultDoesNotBridgeAnAgentsOwnFaults(t *testing.T) {
+// bound to 20.67) bridged the stop and the kill, so the checker of the
+// day dated the silence from the stop and reported the reap at 26.00,
+// 6.04 s after the resumed heartbeat, as 10.4 s late. Silence is now
+// dated by the agent's own last acknowledged heartbeat, which no fault
+// bookkeeping can misplace.
+func TestSilenceIsDatedByTheLastAcknowledgedHeartbeat(t *testing.T) {
 	h := cleanHistory()
 	h.Faults = append(h.Faults,
 		FaultRecord{Kind: ReplicaDBCut, Target: "r2", Start: at(19), End: at(24), Detail: "blackhole"},
 		FaultRecord{Kind: AgentKill, Target: "a1-1", Start: at(20.5)})
-	h.Events[1].Committed = at(26.5) // 6s after the kill, 23.5s after the stop began
-	assert.Equal(t, at(20.5), h.impairedSince("a1-1", at(26.5)), "a1-1 could heartbeat between its stop and its kill")
-	assert.Empty(t, violationsOf(Check(h), InvSLA))
-	assert.False(t, h.ableThroughout("a1-1", at(19.5), at(20.5)), "invariant 1 still counts the replica's failover bound")
-	h.Events[1].Committed = at(29) // 8.5s after the kill: late
+	h.Acks = append(h.Acks, HeartbeatAck{Instance: "a1-1", At: at(20.2), Attempts: []string{"B"}})
+	h.Events[1].Committed = at(26.5) // 6.3s after the resumed heartbeat, 24s after the first
+	v := Check(h)
+	assert.Empty(t, violationsOf(v, InvSLA))
+	assert.Empty(t, violationsOf(v, InvNoLiveFailed))
+	h.Events[1].Committed = at(29) // 8.8s after it: late
 	assert.NotEmpty(t, violationsOf(Check(h), InvSLA))
+	h.Events[1].Committed = at(26) // 5.8s after it: early
+	assert.NotEmpty(t, violationsOf(Check(h), InvNoLiveFailed))
 }
 
 // The fourth 1,000-fault run (seed 1124, 2026-11-24 03:46): task quick
@@ -223,10 +276,30 @@ func TestASuccessWhoseAgentNeverHadAWindowToReportIsOutOfScope(t *testing.T) {
 
 func TestSLAStretchesByASlowDatabase(t *testing.T) {
 	h := cleanHistory()
-	h.Events[1].Committed = at(13) // 10s after a1-1 stopped
+	h.Events[1].Committed = at(13) // 10.5s after B's last heartbeat
 	require.NotEmpty(t, violationsOf(Check(h), InvSLA))
 	h.Faults = append(h.Faults, FaultRecord{Kind: DatabaseSlow, Target: "postgres", Start: at(8), End: at(11), Detail: "30ms"})
-	assert.Empty(t, violationsOf(Check(h), InvSLA), "3s of slow statements stretch the 8.25s bound to 11.25s")
+	assert.Empty(t, violationsOf(Check(h), InvSLA), "two sweeps of slow statements stretch the 8.25s bound to 11.85s")
+}
+
+// TestSlowSweepStretchArithmetic pins slowSweepStretch: two sweeps, each
+// of at most SweepRoundTrips round trips delayed 2d, or of the round trips
+// that could begin within the overlap.
+func TestSlowSweepStretchArithmetic(t *testing.T) {
+	require.Equal(t, 30, SweepRoundTrips, "the figures below assume 30")
+	h := cleanHistory()
+	slow := func(from, to float64, d string) {
+		h.Faults = []FaultRecord{{Kind: DatabaseSlow, Target: "postgres", Start: at(from), End: at(to), Detail: d}}
+	}
+	slow(8, 11, "30ms")
+	assert.Equal(t, 3600*time.Millisecond, h.slowSweepStretch(at(2.5), at(13)), "2 × 30 × 60ms")
+	slow(2, 16, "1ms")
+	assert.Equal(t, 120*time.Millisecond, h.slowSweepStretch(at(2.5), at(15.5)), "2 × 30 × 2ms")
+	slow(10, 10.1, "50ms")
+	assert.Equal(t, 400*time.Millisecond, h.slowSweepStretch(at(2.5), at(15.5)), "2 × (100ms/100ms + 1) × 100ms")
+	assert.Zero(t, h.slowSweepStretch(at(10.2), at(15.5)), "outside the window")
+	h.Faults[0].Kind = AgentLatency
+	assert.Zero(t, h.slowSweepStretch(at(2.5), at(15.5)), "only the database's latency")
 }
 
 func TestRecheckJudgesASavedHistoryAgain(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vigil-sched/vigil/agent"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
@@ -159,36 +160,62 @@ const graceRestartMsg = "agent-lost grace restarted: agents could not report mea
 // collectGraces reads every replica's log (server-<id>-<n>.log in dir)
 // for grace restarts.
 func collectGraces(dir string) ([]GraceRestart, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "server-*.log"))
-	if err != nil {
-		return nil, err
-	}
 	var out []GraceRestart
+	err := scanLogs(dir, "server-*.log", graceRestartMsg, func(name string, line []byte) {
+		var rec struct {
+			Msg        string    `json:"msg"`
+			GraceStart time.Time `json:"grace_start"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == graceRestartMsg {
+			id := strings.Split(strings.TrimPrefix(name, "server-"), "-")[0]
+			out = append(out, GraceRestart{Replica: id, At: rec.GraceStart})
+		}
+	})
+	return out, err
+}
+
+// collectAcks reads every agent's log (agent-<instance>.log in dir, at
+// debug level) for the heartbeats the control plane acknowledged.
+func collectAcks(dir string) ([]HeartbeatAck, error) {
+	var out []HeartbeatAck
+	err := scanLogs(dir, "agent-*.log", agent.HeartbeatAckMsg, func(name string, line []byte) {
+		var rec struct {
+			Msg        string    `json:"msg"`
+			ServerTime time.Time `json:"server_time"`
+			Attempts   []string  `json:"attempts"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == agent.HeartbeatAckMsg && len(rec.Attempts) > 0 {
+			inst := strings.TrimSuffix(strings.TrimPrefix(name, "agent-"), ".log")
+			out = append(out, HeartbeatAck{Instance: inst, At: rec.ServerTime, Attempts: rec.Attempts})
+		}
+	})
+	return out, err
+}
+
+// scanLogs calls fn with each line containing marker of every file in
+// dir matching pattern, and the file's base name.
+func scanLogs(dir, pattern, marker string, fn func(name string, line []byte)) error {
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return err
+	}
 	for _, path := range files {
-		id := strings.Split(strings.TrimPrefix(filepath.Base(path), "server-"), "-")[0]
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			if !bytes.Contains(sc.Bytes(), []byte(graceRestartMsg)) {
-				continue
-			}
-			var rec struct {
-				Msg        string    `json:"msg"`
-				GraceStart time.Time `json:"grace_start"`
-			}
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == graceRestartMsg {
-				out = append(out, GraceRestart{Replica: id, At: rec.GraceStart})
+			if bytes.Contains(sc.Bytes(), []byte(marker)) {
+				fn(filepath.Base(path), sc.Bytes())
 			}
 		}
 		err = sc.Err()
 		_ = f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return out, nil
+	return nil
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"time"
 )
 
@@ -47,9 +48,36 @@ type History struct {
 	// Leftovers are the processes the harness started (directly or as an
 	// agent's tasks) still alive after it stopped the cluster.
 	Leftovers []string
+	// Acks are the heartbeats the control plane acknowledged, from every
+	// agent's log (agent.HeartbeatAckMsg): the evidence a reaper must
+	// respect (invariant 1).
+	Acks []HeartbeatAck
 	// End is when the collection happened; an execution with neither an
 	// end record nor an observed death was alive then.
 	End time.Time
+}
+
+// HeartbeatAck is one acknowledged heartbeat: the database clock of the
+// transaction that refreshed Attempts, as the agent's reply carried it.
+type HeartbeatAck struct {
+	Instance string
+	At       time.Time
+	Attempts []string
+}
+
+// acksByAttempt is every acknowledged heartbeat by the attempt ids it
+// covered, oldest first.
+func (h *History) acksByAttempt() map[string][]HeartbeatAck {
+	out := map[string][]HeartbeatAck{}
+	for _, a := range h.Acks {
+		for _, id := range a.Attempts {
+			out[id] = append(out[id], a)
+		}
+	}
+	for _, list := range out {
+		slices.SortFunc(list, func(a, b HeartbeatAck) int { return a.At.Compare(b.At) })
+	}
+	return out
 }
 
 // Phase is one stretch of faults drawn from one seed.
@@ -78,6 +106,17 @@ type Timing struct {
 	Sweep             time.Duration // --sweep-interval
 	Tick              time.Duration // --tick-interval
 	KillGrace         time.Duration // agent --kill-grace
+}
+
+// FenceBound is how long after the leader's loss the fence may take to
+// move to its successor: the election's bound (TTL + 2 s, invariant 6),
+// then one lock_timeout that AcquireFence may spend behind an older
+// term's transaction (store.DefaultLeaderTimeouts: TTL/4, at least
+// 500 ms) and the longest backoff before it tries again (1 s,
+// leader/fence.go). A frozen leader's session is gone by then: its
+// idle-in-transaction timeout is shorter than the TTL.
+func (t Timing) FenceBound() time.Duration {
+	return t.ElectionTTL + 2*time.Second + max(t.ElectionTTL/4, 500*time.Millisecond) + time.Second
 }
 
 // ReconnectBound is how long an agent that became able to reach the

@@ -90,17 +90,6 @@ func (h *History) impaired(inst string, pad time.Duration, certain bool) []inter
 	return out
 }
 
-// ableThroughout reports whether inst was able to heartbeat during all of
-// [from, to].
-func (h *History) ableThroughout(inst string, from, to time.Time) bool {
-	for _, iv := range h.impairments(inst) {
-		if iv.overlaps(from, to) {
-			return false
-		}
-	}
-	return true
-}
-
 // merged returns inst's impairments merged into disjoint spans, oldest
 // first.
 func (h *History) merged(inst string) []interval {
@@ -130,24 +119,6 @@ func (h *History) ableAgain(inst string, t time.Time) time.Time {
 		}
 	}
 	return t
-}
-
-// impairedSince returns the start of the latest fault span (without the
-// reconnect bound: the agent may have heartbeated right after it) that
-// certainly kept inst from heartbeating and began at or before t (zero
-// when there was none): the latest moment its silence can have started.
-// A replica fault's failover bound does not count: it may not have
-// touched inst's link, and bridging two of inst's own faults with it
-// would date the silence before a window in which inst heartbeated.
-func (h *History) impairedSince(inst string, t time.Time) time.Time {
-	var since time.Time
-	for _, iv := range h.mergedPad(inst, 0, true) {
-		if iv.From.After(t) {
-			break
-		}
-		since = iv.From
-	}
-	return since
 }
 
 // lastClear is when the last fault was reverted.

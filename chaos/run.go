@@ -127,7 +127,10 @@ func (c *cluster) gather(ctx context.Context, cfg Config, h *History, j *journal
 	if h.Executions, err = parseJournal(j.path, gone); err != nil {
 		return err
 	}
-	h.Graces, err = collectGraces(cfg.WorkDir)
+	if h.Graces, err = collectGraces(cfg.WorkDir); err != nil {
+		return err
+	}
+	h.Acks, err = collectAcks(cfg.WorkDir)
 	return err
 }
 

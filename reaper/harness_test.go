@@ -29,6 +29,7 @@ const epoch = 1
 type env struct {
 	t       *testing.T
 	ctx     context.Context
+	url     string // the test's database
 	store   *store.Store
 	raw     *pgxpool.Pool
 	metrics *metrics.Metrics
@@ -49,14 +50,20 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	t.Cleanup(raw.Close)
 	require.NoError(t, st.AcquireFence(ctx, epoch, "test"))
-	e := &env{t: t, ctx: ctx, store: st, raw: raw, metrics: metrics.New(), clock: reapertest.NewClock(time.Time{}), th: reaper.DefaultThresholds(),
+	e := &env{t: t, ctx: ctx, url: url, store: st, raw: raw, metrics: metrics.New(), clock: reapertest.NewClock(time.Time{}), th: reaper.DefaultThresholds(),
 		focus: map[string]bool{reaper.ReaperAgentLost: true, reaper.ReaperDispatchLost: true, reaper.ReaperOrphan: true}}
-	e.reapers, err = reaper.New(reaper.Config{
-		Store: st, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+	e.reapers = e.reapersOn(st, e.clock)
+	return e
+}
+
+// reapersOn builds reapers on st and clock with e's thresholds.
+func (e *env) reapersOn(st *store.Store, clock reaper.Clock) *reaper.Reapers {
+	r, err := reaper.New(reaper.Config{
+		Store: st, Metrics: e.metrics, Clock: clock, Thresholds: func() reaper.Thresholds { return e.th },
 		Logger: slog.New(slog.DiscardHandler),
 	})
-	require.NoError(t, err)
-	return e
+	require.NoError(e.t, err)
+	return r
 }
 
 // dbNow is the database clock.
