@@ -7,7 +7,7 @@ BIN     := bin/vigil
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 
-.PHONY: all deps-run deps-test web build run pro-demo test lint bench bench-go fuzz chaos clean
+.PHONY: all deps-run deps-test web build run pro-demo test lint bench bench-go fuzz chaos mutants clean
 
 all: build
 
@@ -55,6 +55,13 @@ test: deps-test web
 # CHAOS_REPORT (default: in its work directory). Exit 1 on any violation.
 chaos: build
 	$(GO) run ./chaos/cmd/chaos
+
+# Mutants of the code that decides harm (scripts/mutants.sh): each is
+# built behind a build tag no shipped build sets, and the part of the
+# suite that must catch it runs; exit 1 if any survives. MUTANTS=<tag
+# part> runs only the matching ones.
+mutants: deps-test web
+	scripts/mutants.sh
 
 lint:
 	$(GO) vet $(PKGS)

@@ -18,7 +18,8 @@ import (
 // Agent identity: every endpoint that acts for an agent checks
 // that the credential is that agent's own. The agent token alone, or
 // another agent's credential, gets 403 agent_credential for each of
-// claim, heartbeat, complete, logs and deregister, and changes nothing.
+// claim, heartbeat, complete, completions (the batch route agents use),
+// logs and deregister, and changes nothing.
 func TestAgentCannotActAsAnotherAgent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
@@ -31,9 +32,11 @@ func TestAgentCannotActAsAnotherAgent(t *testing.T) {
 	task := tasks[0]
 	exit := 0
 	bodies := map[string]any{
-		"claim":      protocol.ClaimRequest{Slots: 1},
-		"heartbeat":  protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: task.Attempt, Started: true}}},
-		"complete":   protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit},
+		"claim":     protocol.ClaimRequest{Slots: 1},
+		"heartbeat": protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: task.Attempt, Started: true}}},
+		"complete":  protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit},
+		"completions": protocol.CompleteBatchRequest{Completions: []protocol.CompleteRequest{
+			{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}}},
 		"logs":       protocol.LogsRequest{Lines: []protocol.LogLine{{Attempt: task.Attempt, Seq: 1, Stream: "stdout", Time: time.Now(), Line: "forged"}}},
 		"deregister": struct{}{},
 	}
@@ -42,7 +45,7 @@ func TestAgentCannotActAsAnotherAgent(t *testing.T) {
 		{"the agent token alone", ""},
 		{"a made-up credential", "0000"},
 	}
-	for _, action := range []string{"claim", "heartbeat", "complete", "logs", "deregister"} {
+	for _, action := range []string{"claim", "heartbeat", "complete", "completions", "logs", "deregister"} {
 		for _, c := range creds {
 			code, e := h.callCred("POST", fmt.Sprintf("/v1/agents/%d/%s", owner, action), agentToken, c.cred, bodies[action], nil)
 			assert.Equal(t, 403, code, "%s as agent %d with %s", action, owner, c.name)

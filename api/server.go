@@ -186,7 +186,7 @@ var routeTable = []route{
 	{"POST /v1/agents/{agent_id}/claim", AccessAgentSelf, (*Server).claim},
 	{"POST /v1/agents/{agent_id}/heartbeat", AccessAgentSelf, (*Server).heartbeat},
 	{"POST /v1/agents/{agent_id}/complete", AccessAgentSelf, (*Server).complete},
-	{"POST /v1/agents/{agent_id}/completions", AccessAgentSelf, (*Server).completions},
+	{"POST /v1/agents/{agent_id}/completions", completionsAccess, (*Server).completions},
 	{"POST /v1/agents/{agent_id}/logs", AccessAgentSelf, (*Server).logs},
 	{"POST /v1/agents/{agent_id}/deregister", AccessAgentSelfOrOperator, (*Server).deregister},
 

@@ -32,7 +32,7 @@ func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, t
 	if err != nil || held {
 		return nil, notice, err
 	}
-	stale, err := r.cfg.Store.ListStaleRunning(ctx, now, th.AgentLost, r.cfg.Batch)
+	stale, err := r.cfg.Store.ListStaleRunning(ctx, now, agentLostHorizon(th.AgentLost), r.cfg.Batch)
 	if err != nil {
 		return nil, "", err
 	}

@@ -19,6 +19,11 @@ import (
 // a test builds what an install has.
 var Commands = []string{"./cmd/vigil", "./cmd/vigil-supervise"}
 
+// EnvBuildTags names the variable whose value Build passes to go build
+// -tags: scripts/mutants.sh builds the commands a test starts with a
+// mutant's tag, as the test binary itself is built.
+const EnvBuildTags = "VIGIL_BUILD_TAGS"
+
 // timeout bounds one go build: a cold build cache compiles every
 // dependency.
 const timeout = 5 * time.Minute
@@ -44,6 +49,9 @@ func BuildTags(dir, tags string, pkgs ...string) error {
 	defer cancel()
 	// -o with a trailing separator writes every named command into dir.
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if env := os.Getenv(EnvBuildTags); env != "" { // a mutant's tag beside the test's own
+		tags = strings.Trim(tags+","+env, ",")
+	}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
