@@ -41,6 +41,14 @@ func DefaultMassSilence() MassSilence {
 	return MassSilence{Fraction: DefaultMassSilenceFraction, MinAgents: DefaultMassSilenceMinAgents}
 }
 
+// Engages reports whether silent of active agents engage the brake: at
+// least MinAgents active, and strictly more than Fraction of them silent
+// (half of four is not "more than half"; the Kubernetes node lifecycle
+// controller's unhealthy-zone rule is the same strict inequality).
+func (m MassSilence) Engages(silent, active int) bool {
+	return m.Enabled() && active >= m.MinAgents && float64(silent) > m.Fraction*float64(active)
+}
+
 // Enabled reports whether the brake can engage.
 func (m MassSilence) Enabled() bool { return m.Fraction > 0 }
 
@@ -132,7 +140,7 @@ func (r *Reapers) holdForSilence(ctx context.Context, name string, now time.Time
 	if err != nil {
 		return false, "", err
 	}
-	engaged := w.Active >= ms.MinAgents && float64(w.Silent) > ms.Fraction*float64(w.Active)
+	engaged := ms.Engages(w.Silent, w.Active)
 	v := Brake{Engaged: engaged, Silent: w.Silent, Active: w.Active, Anchor: w.Anchor, CheckedAt: now}
 	if engaged {
 		v.Message = fmt.Sprintf("mass-silence brake engaged: %d of %d active agents went silent within %s (last heartbeat of the latest %s); more than %g%% of at least %d, so agent-lost and dispatch-lost reaping holds until they return (force a sweep with vigil reap)",

@@ -155,6 +155,28 @@ func TestMassSilenceBrakeIsBypassedByAForcedSweep(t *testing.T) {
 }
 
 // The brake's settings: 0 disables it; errors name the flag.
+// TestMassSilenceBoundaries pins the brake's two inequalities at their
+// edges: exactly half silent does not engage it, one more does; a fleet
+// of exactly MinAgents is judged, one fewer is not.
+func TestMassSilenceBoundaries(t *testing.T) {
+	m := reaper.DefaultMassSilence() // more than 50 %, at least 3 active
+	for _, c := range []struct {
+		silent, active int
+		want           bool
+	}{
+		{2, 4, false}, // exactly half
+		{3, 4, true},
+		{3, 6, false}, // exactly half of an even fleet
+		{4, 6, true},
+		{2, 3, true},  // MinAgents active: judged
+		{2, 2, false}, // fewer than MinAgents: never engaged
+		{0, 3, false},
+	} {
+		assert.Equal(t, c.want, m.Engages(c.silent, c.active), "%d silent of %d active", c.silent, c.active)
+	}
+	assert.False(t, reaper.MassSilence{Fraction: 0, MinAgents: 1}.Engages(5, 5), "fraction 0 disables the brake")
+}
+
 func TestMassSilenceConfig(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, reaper.DefaultMassSilence().Validate())
