@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/store"
@@ -163,6 +164,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
+	if scope := callerOf(r.Context()).scope; scope != nil {
+		if tag, out := scope.Outside(req.Tags); out {
+			s.log.Warn("agent registration refused: tag outside its token's", "name", req.Name, "tag", tag, "agent_token", scope.Name)
+			writeError(w, http.StatusForbidden, protocol.CodeForbidden, scopeRefusal(scope, tag))
+			return
+		}
+	}
 	reg := fromRegister(req)
 	// A name is held while its registration heartbeats: another one may
 	// take it only once the holder would be reaped as lost.
@@ -195,6 +203,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := validateClaim(req); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	if !s.claimInScope(w, r, agentID) {
 		return
 	}
 	var tags atomic.Pointer[[]string] // nil until the first look: wake on anything
@@ -269,6 +280,35 @@ func (s *Server) lookAndClaim(ctx context.Context, agentID int64, slots int) (st
 		return c, nil, err
 	}
 	return s.cfg.Store.LookAndClaim(ctx, agentID, slots)
+}
+
+// scopeRefusal is the 403 message for a tag outside a scoped token's.
+func scopeRefusal(scope *agenttoken.Entry, tag string) string {
+	return fmt.Sprintf("tag %q is not among the tags of agent token %q (%s); register only those, or use a token that allows it",
+		tag, scope.Name, strings.Join(scope.Tags, ", "))
+}
+
+// claimInScope refuses (403, written to w) a claim by a scoped token's
+// agent whose registered tags are no longer all within the token's,
+// after the agent tokens file was reread with fewer: a claim never hands
+// it a TI that needs a tag outside them. The agent must register again,
+// which the same check refuses. An unscoped caller costs nothing.
+func (s *Server) claimInScope(w http.ResponseWriter, r *http.Request, agentID int64) bool {
+	scope := callerOf(r.Context()).scope
+	if scope == nil {
+		return true
+	}
+	c, err := s.cfg.Store.Claimable(r.Context(), agentID)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return false
+	}
+	if tag, out := scope.Outside(c.Tags); out {
+		s.log.Warn("claim refused: agent holds a tag outside its token's", "agent_id", agentID, "tag", tag, "agent_token", scope.Name)
+		writeError(w, http.StatusForbidden, protocol.CodeForbidden, scopeRefusal(scope, tag))
+		return false
+	}
+	return true
 }
 
 // Claim long-poll pacing: claimPoll is the safety-net look when no

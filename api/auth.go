@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -38,6 +39,10 @@ func (r role) String() string {
 type caller struct {
 	role    role
 	session *session // nil for a bearer token
+	// scope is the agent token's entry in Config.AgentTokens, which
+	// limits the tags its agent may hold; nil: the plain agent token, all
+	// tags.
+	scope *agenttoken.Entry
 }
 
 // authError is a refused authentication: the status, code and message.
@@ -45,6 +50,18 @@ type authError struct {
 	status int
 	code   string
 	msg    string
+}
+
+// tokenCaller maps a presented token to its caller: a role token's, or a
+// scoped agent token of Config.AgentTokens with its entry.
+func (s *Server) tokenCaller(token string) caller {
+	if rl := s.tokenRole(token); rl != roleNone {
+		return caller{role: rl}
+	}
+	if e := s.cfg.AgentTokens.Lookup(token); e != nil {
+		return caller{role: roleAgent, scope: e}
+	}
+	return caller{}
 }
 
 // tokenRole maps a presented token to its role, in constant time per
@@ -73,11 +90,11 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 		if !ok || got == "" {
 			return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "Authorization: expected \"Bearer <token>\""}
 		}
-		rl := s.tokenRole(got)
-		if rl == roleNone {
+		c := s.tokenCaller(got)
+		if c.role == roleNone {
 			return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "invalid bearer token"}
 		}
-		return caller{role: rl}, nil
+		return c, nil
 	}
 	c, err := r.Cookie(protocol.SessionCookie)
 	if err != nil {

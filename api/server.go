@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/leader"
@@ -73,7 +74,12 @@ type Config struct {
 	OperatorToken string
 	// ViewerToken, optional, may read everything an operator may and
 	// change nothing (docs/api.md "Authentication").
-	ViewerToken       string
+	ViewerToken string
+	// AgentTokens, optional, are agent tokens each limited to a list of
+	// tags (--agent-tokens-file, package agenttoken): an agent with one
+	// may register only those tags, and claims only while its tags stay
+	// within them. AgentToken stays the token for all tags.
+	AgentTokens       *agenttoken.Set
 	HeartbeatInterval time.Duration        // told to agents at register; default 15s
 	Control           Control              // required for /monitor/health, thresholds and reap
 	LeaderStatus      func() leader.Status // optional

@@ -85,6 +85,14 @@ type Config struct {
 	// ViewerToken is the optional read-only role's token; it must differ
 	// from the other two.
 	ViewerToken string
+	// AgentTokensFile, optional, is the agent tokens file (package
+	// agenttoken): agent tokens each limited to a list of tags. It is
+	// reread on SIGHUP and, checked every AgentTokensPoll (0:
+	// agenttoken.DefaultPollInterval), when it changes; a reread that
+	// fails keeps the previous tokens. AgentToken stays the token for all
+	// tags.
+	AgentTokensFile string
+	AgentTokensPoll time.Duration
 
 	// TickInterval is the scheduler's tick; default
 	// scheduler.DefaultInterval, 10ms..1m.

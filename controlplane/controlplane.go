@@ -150,11 +150,15 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, ln net.Listener, newEl
 	// Every replica publishes its own row for GET /v1/cluster.
 	pub, err := cluster.NewPublisher(cluster.Config{Store: st, Status: el.Status, Report: sched.Report, Version: cfg.Version, Logger: cfg.Logger})
 	if err != nil {
+		return localAPI{}, invalid(err)
+	}
+	tokens, err := c.agentTokens(cfg)
+	if err != nil {
 		return localAPI{}, err
 	}
 	srv, err := api.New(api.Config{
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger,
-		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken,
+		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, AgentTokens: tokens,
 		HeartbeatInterval: cfg.HeartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: cfg.Version,
 		Console: web.Handler(), BulkLimit: cfg.bulkLimit(),
 	})

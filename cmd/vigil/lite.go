@@ -39,6 +39,7 @@ type planeOpts struct {
 	listen                          string
 	agentToken, operatorToken       string
 	viewerToken                     string // optional: the read-only role
+	agentTokensFile                 string // optional: scoped agent tokens (package agenttoken)
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
@@ -55,6 +56,8 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.StringVar(&p.agentToken, "agent-token", "", "bearer token for agents"+tokenHelp)
 	f.StringVar(&p.operatorToken, "operator-token", "", "bearer token for operators"+tokenHelp)
 	f.StringVar(&p.viewerToken, "viewer-token", "", "optional bearer token of the read-only viewer role (API and console); must differ from the others")
+	f.StringVar(&p.agentTokensFile, "agent-tokens-file", "",
+		"YAML list of agent tokens limited to tags ({name, token_sha256, tags}); reread on SIGHUP and on change. --agent-token stays the token for all tags")
 	p.secretFiles = append(p.secretFiles, addTokenFile(f, "agent-token", &p.agentToken), addTokenFile(f, "operator-token", &p.operatorToken),
 		addTokenFile(f, "viewer-token", &p.viewerToken))
 	addServeTLSFlags(f, &p.tls)
@@ -245,7 +248,7 @@ func (p *planeOpts) config(log *slog.Logger) (controlplane.Config, error) {
 	}
 	return controlplane.Config{
 		Logger: log, Version: version, Listen: p.listen, TLS: tlsCfg,
-		AgentToken: p.agentToken, OperatorToken: p.operatorToken, ViewerToken: p.viewerToken,
+		AgentToken: p.agentToken, OperatorToken: p.operatorToken, ViewerToken: p.viewerToken, AgentTokensFile: p.agentTokensFile,
 		TickInterval: p.tickInterval, HeartbeatInterval: p.heartbeatInterval,
 		Thresholds: p.recovery.thresholds(), SweepInterval: p.recovery.sweepInterval,
 		Retention: p.recovery.retention, MassSilence: &p.recovery.massSilence,
@@ -259,7 +262,7 @@ var configFlags = map[string]string{
 	"Listen": "listen", "DatabaseURL": "database-url", "DatabaseWait": "database-wait", "DataDir": "data-dir",
 	"DAGs": "dags", "AgentToken": "agent-token", "OperatorToken": "operator-token", "ViewerToken": "viewer-token",
 	"HeartbeatInterval": "heartbeat-interval", "BulkLimit": "db-agent-conns", "Agents.Count": "agents",
-	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints", "Agents": "task-user",
+	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints", "Agents": "task-user", "AgentTokensFile": "agent-tokens-file",
 }
 
 // startError words an error of controlplane.Start for the command line: a
