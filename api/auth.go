@@ -123,6 +123,15 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 	return caller{role: sess.role, session: sess}, nil
 }
 
+// authFailed logs and counts a refused authentication: how it was tried
+// (method, a label of vigil_auth_failures_total), the route, the client
+// address and why, never the token or credential presented.
+func (s *Server) authFailed(r *http.Request, method, reason string) {
+	s.cfg.Metrics.AuthFailures.WithLabelValues(method).Inc()
+	s.log.Warn("authentication failed", "method", method, "route", r.Pattern, "remote", r.RemoteAddr,
+		"request_id", requestID(r), "reason", reason)
+}
+
 // safeMethod reports whether m changes nothing, so needs no CSRF check.
 func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
 
@@ -150,6 +159,13 @@ func (s *Server) auth(access Access, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, aerr := s.identify(r)
 		if aerr != nil {
+			if aerr.status == http.StatusUnauthorized {
+				method := "session"
+				if r.Header.Get("Authorization") != "" {
+					method = "bearer"
+				}
+				s.authFailed(r, method, aerr.msg)
+			}
 			writeError(w, aerr.status, aerr.code, aerr.msg)
 			return
 		}
@@ -186,7 +202,7 @@ func (s *Server) agentSelf(next http.HandlerFunc) http.HandlerFunc {
 		err := s.cfg.Store.CheckAgentCredential(r.Context(), agentID, cred)
 		switch {
 		case errors.Is(err, store.ErrForbidden):
-			s.log.Warn("agent credential rejected", "agent_id", agentID, "route", r.Pattern, "remote", r.RemoteAddr)
+			s.authFailed(r, "agent_credential", fmt.Sprintf("not the credential of agent %d", agentID))
 			writeError(w, http.StatusForbidden, protocol.CodeAgentCredential, fmt.Sprintf(
 				"header %s: not the credential of agent %d: an agent may act only for itself, and must register again if its name was taken over",
 				protocol.HeaderAgentCredential, agentID))

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,4 +205,64 @@ func TestAgentTagsAreBounded(t *testing.T) {
 	assert.Equal(t, "tags[2]: 65 bytes, more than the 64 a tag may have", e.Message)
 	code, e = reg("full", tags(protocol.MaxAgentTags, protocol.MaxTagLen))
 	assert.Equal(t, http.StatusOK, code, e.Message)
+}
+
+// Sign-in is throttled per client address: the burst of attempts, then
+// 429 rate_limited with Retry-After. Every refused authentication is
+// logged without the token and counted by method.
+func TestSignInThrottledAndFailuresLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	// One attempt an hour after the burst: no refill within the test.
+	limit := api.SignInLimit{Burst: 5, Every: time.Hour}
+	h := newHarness(t, harnessOpts{noScheduler: true, logs: &logs, signIn: limit})
+	const guess = "guessed-token-0123456789"
+	post := func(token string) *http.Response {
+		b, _ := json.Marshal(protocol.SessionRequest{Token: token})
+		resp, err := http.Post(h.srv.URL+"/v1/session", "application/json", strings.NewReader(string(b)))
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	for i := range limit.Burst {
+		require.Equal(t, http.StatusUnauthorized, post(guess).StatusCode, "attempt %d", i+1)
+	}
+	resp := post(opToken) // even the right token waits its turn
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	assert.InDelta(t, 3600, retry, 60, "seconds until the bucket has an attempt again")
+
+	code, _ := h.call("GET", "/v1/runs", guess, nil, nil)
+	assert.Equal(t, http.StatusUnauthorized, code)
+	failures := func(method string) float64 {
+		return testutil.ToFloat64(h.metrics.AuthFailures.WithLabelValues(method))
+	}
+	assert.Equal(t, float64(limit.Burst), failures("sign_in"))
+	assert.Equal(t, 1.0, failures("rate_limited"))
+	assert.Equal(t, 1.0, failures("bearer"))
+
+	out := logs.String()
+	assert.Equal(t, limit.Burst+2, strings.Count(out, `"msg":"authentication failed"`), out)
+	assert.Contains(t, out, `"method":"rate_limited"`)
+	assert.NotContains(t, out, guess, "a refused token is never logged")
+	assert.NotContains(t, out, opToken)
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -53,6 +53,11 @@ type harness struct {
 
 type harnessOpts struct {
 	noScheduler bool
+	// logs, when set, also receives the control plane's log (JSON, Warn
+	// and above), for tests of what is logged.
+	logs io.Writer
+	// signIn overrides the sign-in throttle.
+	signIn api.SignInLimit
 }
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
@@ -65,6 +70,9 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	if os.Getenv("VIGIL_TEST_VERBOSE") != "" {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	if opts.logs != nil {
+		log = slog.New(slog.NewJSONHandler(io.MultiWriter(testWriter{t}, opts.logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	m := metrics.New()
 	lis := st.Listen(ctx, log, store.ChanScheduler, store.ChanQueued)
 	sched, err := scheduler.New(scheduler.Config{Store: st, Listener: lis, Metrics: m, Logger: log, Interval: 50 * time.Millisecond})
@@ -72,7 +80,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	el := leader.NewStatic(st, "test", log, m)
 	srv, err := api.New(api.Config{
 		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken, ViewerToken: viewerToken,
-		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status,
+		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status, SignIn: opts.signIn,
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(conformReplies(t, srv.Handler()))

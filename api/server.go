@@ -92,6 +92,9 @@ type Config struct {
 	// bound. Set it below the main pool's size so that operator and
 	// health requests always find a connection.
 	BulkLimit int
+	// SignIn throttles POST /v1/session per client address; zero fields
+	// take DefaultSignInLimit's.
+	SignIn SignInLimit
 }
 
 // Server is the HTTP API. Build it with New and mount Handler.
@@ -103,6 +106,7 @@ type Server struct {
 	drainOnce sync.Once
 	promHTTP  http.Handler  // /metrics, built by routes
 	bulk      chan struct{} // the bulk limit's slots (limits.go); nil: none
+	signIns   *throttle     // sign-in attempts per client address (throttle.go)
 }
 
 // Drain makes every pending and future claim long-poll return at once
@@ -134,7 +138,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{}),
+		signIns: newThrottle(cfg.SignIn.withDefaults(), maxThrottled)}
 	if cfg.BulkLimit > 0 {
 		s.bulk = make(chan struct{}, cfg.BulkLimit)
 	}

@@ -145,7 +145,20 @@ func (s *Server) sessionReply(c caller) protocol.Session {
 // HttpOnly (page scripts cannot read it), SameSite=Strict (no other site
 // sends it) and Secure when served over TLS. 401 for any other token, 403
 // for the agent token.
+//
+// Attempts are throttled per client address before the body is read
+// (throttle.go): past the bound, 429 rate_limited with Retry-After. The
+// throttle runs on this process's clock, not the database's: it must cost
+// no round trip.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	if ok, wait := s.signIns.allow(clientAddr(r), time.Now()); !ok {
+		s.authFailed(r, "rate_limited", "too many sign-in attempts from this address")
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeError(w, http.StatusTooManyRequests, protocol.CodeRateLimited, fmt.Sprintf(
+			"too many sign-in attempts from %s; try again in %d s", clientAddr(r), secs))
+		return
+	}
 	var req protocol.SessionRequest
 	if !decode(w, r, &req) {
 		return
@@ -153,9 +166,11 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	rl := s.tokenRole(req.Token)
 	switch rl {
 	case roleNone:
+		s.authFailed(r, "sign_in", "not the operator or viewer token")
 		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthorized, "token: not the operator or viewer token")
 		return
 	case roleAgent:
+		s.authFailed(r, "sign_in", "the agent token cannot sign in to the console")
 		writeError(w, http.StatusForbidden, protocol.CodeForbidden, "token: the agent token cannot sign in to the console")
 		return
 	}

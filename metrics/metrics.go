@@ -108,6 +108,11 @@ type Metrics struct {
 	// (api.MaxLogLine) because an agent sent them longer; the honest
 	// agent splits lines, so a rise means an old or hostile agent.
 	LogLinesTruncated prometheus.Counter
+	// AuthFailures counts refused authentications, by how the caller
+	// tried (AuthMethods): a bearer token, a session cookie, a sign-in,
+	// an agent credential, or a sign-in refused by the per-address
+	// throttle before its token was looked at.
+	AuthFailures *prometheus.CounterVec
 
 	// LeaderFenceBlocked is 1 while the PostgreSQL fence refuses this
 	// replica's won election (or Lite's epoch): a stored token of another
@@ -151,6 +156,12 @@ func ScheduleLagBuckets() []float64 {
 // store.RunBackfill, which this package cannot import; a scheduler test
 // checks that they agree.
 func ScheduleRunTypes() []string { return []string{"scheduled", "backfill"} }
+
+// AuthMethods are the method labels of vigil_auth_failures_total, each
+// exposed at 0 from the start.
+func AuthMethods() []string {
+	return []string{"bearer", "session", "sign_in", "agent_credential", "rate_limited"}
+}
 
 // TaskInstancesCap is where vigil_task_instances saturates: one count
 // reads at most this many live task instances.
@@ -229,6 +240,10 @@ func New() *Metrics {
 		LogLinesTruncated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_log_lines_truncated_total", Help: "Log lines the API truncated to its 64 KiB line limit.",
 		}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_auth_failures_total",
+			Help: "Refused authentications, by method (bearer, session, sign_in, agent_credential, rate_limited).",
+		}, []string{"method"}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "vigil_http_request_duration_seconds", Help: "API latency by route.",
 			Buckets: prometheus.DefBuckets,
@@ -240,7 +255,7 @@ func New() *Metrics {
 		m.Decisions, m.Leader, m.LeaderEpoch, m.LeaderChanges, m.LeaderFenceBlocked, m.FencedWritesRejected,
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
 		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake, m.TaskInstances,
-		m.ScheduleRunsCreated, m.ScheduleLag, m.LogLinesTruncated, m.LogLinesDroppedTotal,
+		m.ScheduleRunsCreated, m.ScheduleLag, m.LogLinesTruncated, m.LogLinesDroppedTotal, m.AuthFailures,
 	)
 	// From zero: every decision and every reaper's duration exists before
 	// anything happens, so rate() has a first sample to start from.
@@ -255,6 +270,9 @@ func New() *Metrics {
 	}
 	for _, rt := range ScheduleRunTypes() {
 		m.ScheduleRunsCreated.WithLabelValues(rt)
+	}
+	for _, am := range AuthMethods() {
+		m.AuthFailures.WithLabelValues(am)
 	}
 	return m
 }
