@@ -225,7 +225,7 @@ func (s *Scheduler) Lead(ctx context.Context, term leader.Term) error {
 		defer cc.Close()
 		clock = cc
 	}
-	stall := &stallDetector{s: s, epoch: term.Epoch, clock: clock}
+	stall := newStallDetector(stallConfig{Epoch: term.Epoch, GapLimit: s.gapLimit(), Clock: clock, SetTerm: s.setTerm}, s.log)
 	if err := stall.start(ctx); err != nil {
 		return nil // ctx cancelled
 	}

@@ -171,8 +171,8 @@ func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comp
 		}
 	}
 	_, err := tx.Exec(ctx, `UPDATE runs SET updated_at = now() WHERE id = $1`, a.runID)
-	if err == nil && s.lateHook != nil {
-		s.lateHook(ctx)
+	if f := s.signals.LateAccepted; err == nil && f != nil {
+		f(ctx)
 	}
 	return err
 }

@@ -20,6 +20,8 @@ import (
 // 'none' and the run is marked dirty, so the next scheduler pass would
 // mark b upstream_failed, while the agent's success for a is on its way.
 type lateRace struct {
+	// late, when set, runs as the store's LateAccepted test signal.
+	late    func(ctx context.Context)
 	ctx     context.Context
 	st      *store.Store
 	raw     *pgxpool.Pool
@@ -30,7 +32,13 @@ type lateRace struct {
 
 func newLateRace(t *testing.T) *lateRace {
 	t.Helper()
-	e := newSchedEnv(t) // a store holding epoch 1 and a raw pool
+	r := &lateRace{}
+	// a store holding epoch 1 and a raw pool
+	e := newSchedEnvWith(t, store.TestSignals{LateAccepted: func(ctx context.Context) {
+		if r.late != nil {
+			r.late(ctx)
+		}
+	}})
 	ctx, st, raw := e.ctx, e.st, e.raw
 	spec, err := dag.Parse([]byte("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n" +
 		"  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n  - id: z\n    command: [\"true\"]\n"))
@@ -39,7 +47,7 @@ func newLateRace(t *testing.T) *lateRace {
 	require.NoError(t, err)
 	run, err := st.TriggerRun(ctx, "chain")
 	require.NoError(t, err)
-	r := &lateRace{ctx: ctx, st: st, raw: raw, runID: run.ID}
+	r.ctx, r.st, r.raw, r.runID = ctx, st, raw, run.ID
 	r.drain(t)
 	r.agentID = storetest.Agent(t, st, store.Registration{Name: "w", Capacity: 1})
 	tasks, err := st.Claim(ctx, r.agentID, 1)
@@ -166,10 +174,10 @@ func TestLateSuccessSerialisesWithDependencyResolution(t *testing.T) {
 		t.Parallel()
 		r := newLateRace(t)
 		holding, release := make(chan struct{}), make(chan struct{})
-		store.SetLateHookForTest(r.st, func(context.Context) {
+		r.late = func(context.Context) {
 			close(holding)
 			<-release
-		})
+		}
 		done := r.completeLate()
 		<-holding // the late success is written, uncommitted, holding the run row
 

@@ -71,10 +71,6 @@ type Store struct {
 	leaderTimeouts LeaderTimeouts
 	url            string
 	signals        TestSignals // Options.TestSignals; zero in production
-
-	// lateHook, tests only: runs inside acceptLate's transaction after its
-	// writes, before the commit (nil in production).
-	lateHook func(ctx context.Context)
 }
 
 // Open connects to databaseURL (a postgres:// URL or DSN) with the zero

@@ -12,6 +12,10 @@ type TestSignals struct {
 	// statement's would. Tests make one batch's transaction fail like a
 	// deadline with it.
 	PassTaken func(ctx context.Context, tx Tx, runIDs []int64) error
+	// LateAccepted runs inside the transaction of every late success the
+	// store accepts, after its writes and before its commit, while it
+	// holds the run row lock: tests hold the transaction open in it.
+	LateAccepted func(ctx context.Context)
 	// HoldLeaderTx, when set, runs in place of the callback of every
 	// LeaderTx that passes the fence check, inside that transaction, and
 	// returns its result. It reports false to let the callback run as
