@@ -1,9 +1,11 @@
 // Package scheduler is Vigil's leader work (docs/design.md §5, §6): while its
 // replica leads, it runs the incremental scheduler tick, the reconcile
-// safety net, one service per reaper, retention and a stall detector,
-// each an independent maintenance.Service with its own interval, started
-// when the term begins and stopped, all of them, when it ends
-// (adr/0011-incremental-scheduler.md, adr/0012-maintenance-services.md).
+// safety net and the schedules, and beside them the small service types
+// of its other files (stall detector, settings, ti_counts, retention) and
+// one reaper.Service per reaper: each an independent maintenance.Service
+// with its own interval, started when the term begins and stopped, all of
+// them, when it ends (adr/0011-incremental-scheduler.md,
+// adr/0012-maintenance-services.md).
 //
 // The leader holds no state a new leader would need: every decision is
 // read from PostgreSQL, so a fresh leader picks up where the last one
