@@ -236,6 +236,10 @@ func (u unitFile) one(t *testing.T, key string) string {
 	return vals[0]
 }
 
+// taskUserCaps is CapabilityBoundingSet= of an agent unit whose tasks run
+// as --task-user: what switching to it takes, nothing more.
+const taskUserCaps = "CAP_SETUID CAP_SETGID CAP_KILL CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER"
+
 // TestDeploySystemdUnits checks deploy/systemd: each unit runs a real
 // vigil subcommand with real flags (parsed and loaded by the real command
 // tree and config loader, its --config mapped to the example in
@@ -308,9 +312,20 @@ func TestDeploySystemdUnits(t *testing.T) {
 				}
 			}
 
+			// An agent whose tasks run as --task-user runs as root with
+			// exactly the capabilities that switch takes; any other
+			// service runs as a dedicated user with none.
+			taskUser := ""
+			if f := cmd.Flags().Lookup("task-user"); f != nil {
+				taskUser = f.Value.String()
+			}
+			caps := ""
+			if taskUser != "" {
+				caps = taskUserCaps
+			}
 			for key, val := range map[string]string{
 				"Restart": "on-failure", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
-				"ProtectHome": "yes", "PrivateTmp": "yes", "CapabilityBoundingSet": "",
+				"ProtectHome": "yes", "PrivateTmp": "yes", "CapabilityBoundingSet": caps,
 				"KillMode": want.killMode,
 			} {
 				if got := u.one(t, key); got != val {
@@ -320,8 +335,16 @@ func TestDeploySystemdUnits(t *testing.T) {
 			for _, key := range []string{"RestartSec", "RestrictAddressFamilies", "TimeoutStopSec"} {
 				u.one(t, key)
 			}
-			if user := u.one(t, "User"); user == "" || user == "root" || user == "nobody" {
-				t.Errorf("User=%s: want a dedicated service user", user)
+			switch user := u["Service"]["User"]; {
+			case taskUser != "":
+				if len(user) > 0 && user[0] != "root" {
+					t.Errorf("User=%s with --task-user %s: the agent must be root to switch users", user[0], taskUser)
+				}
+				if taskUser == "root" || taskUser == "nobody" {
+					t.Errorf("--task-user %s: want a dedicated task user", taskUser)
+				}
+			case len(user) != 1 || user[0] == "root" || user[0] == "nobody":
+				t.Errorf("User=%v: want a dedicated service user", user)
 			}
 			if want.command == "agent" {
 				// systemd must not SIGKILL the agent before its drain ends.
