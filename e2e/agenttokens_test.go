@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,27 +18,6 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 )
-
-// agentCall posts body as JSON to path of lite with token (and credential
-// when set) and returns the status and the body read.
-func agentCall(t *testing.T, lite *liteProc, token, credential, path string, body any) (int, []byte) {
-	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, lite.URL+path, bytes.NewReader(b))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if credential != "" {
-		req.Header.Set(protocol.HeaderAgentCredential, credential)
-	}
-	resp, err := (&http.Client{Timeout: httpTimeout}).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, out
-}
 
 // register registers an agent named name with tags and returns its reply.
 func register(t *testing.T, lite *liteProc, token, name string, tags ...string) (int, []byte, protocol.RegisterResponse) {

@@ -658,31 +658,43 @@ var agentCreds sync.Map // "url|id" → string
 // register reply (decoded by agentPost) returned.
 func agentPost(t *testing.T, lite *liteProc, path string, body, out any) {
 	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, lite.URL+path, bytes.NewReader(b))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+agentToken)
-	req.Header.Set("Content-Type", "application/json")
+	var cred string
 	var id int64
 	if _, err := fmt.Sscanf(path, "/v1/agents/%d/", &id); err == nil {
-		if cred, ok := agentCreds.Load(fmt.Sprintf("%s|%d", lite.URL, id)); ok {
-			req.Header.Set(protocol.HeaderAgentCredential, cred.(string))
+		if c, ok := agentCreds.Load(fmt.Sprintf("%s|%d", lite.URL, id)); ok {
+			cred = c.(string)
 		}
 	}
-	client := &http.Client{Timeout: httpTimeout + 30*time.Second}
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	reply, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.True(t, resp.StatusCode >= 200 && resp.StatusCode < 300, "POST %s: %s: %s", path, resp.Status, reply)
+	status, reply := agentCall(t, lite, agentToken, cred, path, body)
+	require.True(t, status >= 200 && status < 300, "POST %s: %d: %s", path, status, reply)
 	if out != nil {
 		require.NoError(t, json.Unmarshal(reply, out), "POST %s: decode %s", path, reply)
 	}
 	if reg, ok := out.(*protocol.RegisterResponse); ok {
 		agentCreds.Store(fmt.Sprintf("%s|%d", lite.URL, reg.AgentID), reg.Credential)
 	}
+}
+
+// agentCall POSTs body as JSON to path of lite's agent API with token
+// (and credential when set), whatever the reply, and returns its status
+// and body. Its timeout leaves room for a claim's long poll.
+func agentCall(t *testing.T, lite *liteProc, token, credential, path string, body any) (int, []byte) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, lite.URL+path, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if credential != "" {
+		req.Header.Set(protocol.HeaderAgentCredential, credential)
+	}
+	resp, err := (&http.Client{Timeout: httpTimeout + 30*time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, reply
 }
 
 // runDetail is GET /v1/runs/{id}.
