@@ -105,12 +105,17 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 	// without touching the database.
 	sess, verr := s.verifySignature(c.Value)
 	if verr == nil {
-		now, err := s.cfg.Store.Now(r.Context())
+		// One round trip: the database clock for the expiry, and whether
+		// the session was signed out on any replica.
+		now, revoked, err := s.cfg.Store.SessionCheck(r.Context(), sess.id())
 		if err != nil {
-			s.log.Warn("session check: database clock", "request_id", requestID(r), "err", err)
+			s.log.Warn("session check", "request_id", requestID(r), "err", err)
 			return caller{}, &authError{http.StatusServiceUnavailable, protocol.CodeUnavailable, "session check: the database is unavailable"}
 		}
 		verr = sess.checkExpiry(now)
+		if verr == nil && revoked {
+			verr = errors.New("signed out")
+		}
 	}
 	if verr != nil {
 		return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "session cookie " + protocol.SessionCookie + ": " + verr.Error() + "; sign in again"}

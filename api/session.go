@@ -19,10 +19,12 @@ import (
 // SessionTTL is how long a console session lasts after sign-in.
 const SessionTTL = 12 * time.Hour
 
-// session is a verified console session cookie. Sessions are stateless:
-// the cookie "v1.<role>.<expiry unix s>.<nonce>.<mac>" is signed with a
-// key derived from its role's token, so every replica verifies it without
-// a shared table, and changing a token ends that role's sessions.
+// session is a verified console session cookie. The cookie
+// "v1.<role>.<expiry unix s>.<nonce>.<mac>" is signed with a key derived
+// from its role's token, so every replica verifies it without a shared
+// table, and changing a token ends that role's sessions. Signing out
+// records the cookie's hash in PostgreSQL (store.RevokeSession), which
+// every replica reads after the signature holds.
 type session struct {
 	role    role
 	expires time.Time
@@ -70,6 +72,13 @@ func (s *Server) verifySession(v string, now time.Time) (*session, error) {
 		return nil, err
 	}
 	return sess, sess.checkExpiry(now)
+}
+
+// id is the session's revocation key: the SHA-256 of the whole cookie,
+// so the table of signed-out sessions holds nothing that would sign in.
+func (sess *session) id() []byte {
+	h := sha256.Sum256([]byte(sess.value))
+	return h[:]
 }
 
 // checkExpiry refuses a session at or after its expiry; now is the
@@ -197,12 +206,24 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sessionReply(callerOf(r.Context())))
 }
 
-// signOut clears the session cookie. Sessions are stateless, so this
-// changes nothing on the server and needs no CSRF token.
+// signOut ends the session of the request's cookie on every replica (its
+// hash is recorded in PostgreSQL until its expiry) and clears the cookie.
+// A missing or forged cookie has nothing to end: the cookie is cleared
+// all the same. It needs no CSRF token: another site could at worst sign
+// the user out, and SameSite=Strict keeps it from sending the cookie.
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name: protocol.SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
+	if c, err := r.Cookie(protocol.SessionCookie); err == nil {
+		if sess, err := s.verifySignature(c.Value); err == nil {
+			if err := s.cfg.Store.RevokeSession(r.Context(), sess.id(), sess.expires); err != nil {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			s.log.Info("console sign-out", "role", sess.role, "remote", r.RemoteAddr)
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }

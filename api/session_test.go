@@ -6,17 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/api"
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
 )
 
 // cookieCall sends a request with a session cookie (nil: none) and an
@@ -222,4 +227,59 @@ func TestAtRiskListsWorkBeforeItIsReaped(t *testing.T) {
 	// Nothing was reaped by looking.
 	assert.Equal(t, state.TIRunning, h.ti(runID, "t000").State)
 	assert.Equal(t, state.TIQueued, h.ti(gpuRun, "train").State)
+}
+
+// secondReplica serves the API from a second store on the harness's
+// database: another replica, sharing nothing with the first but
+// PostgreSQL.
+func (h *harness) secondReplica() *httptest.Server {
+	h.t.Helper()
+	st, err := store.Open(context.Background(), h.dbURL)
+	require.NoError(h.t, err)
+	m := metrics.New()
+	sched, err := scheduler.New(scheduler.Config{Store: st, Metrics: m, Logger: h.log, Interval: time.Second})
+	require.NoError(h.t, err)
+	srv, err := api.New(api.Config{Store: st, Metrics: m, Logger: h.log, AgentToken: agentToken, OperatorToken: opToken,
+		ViewerToken: viewerToken, Control: sched})
+	require.NoError(h.t, err)
+	hs := httptest.NewServer(srv.Handler())
+	h.t.Cleanup(func() {
+		hs.Close()
+		st.Close()
+	})
+	return hs
+}
+
+// Sign-out on one replica ends the session on every replica, at once,
+// though the cookie's signature and expiry still hold.
+func TestSignOutRevokesOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noScheduler: true})
+	other := h.secondReplica()
+	cookie, _ := h.signIn(opToken)
+	get := func(base string) int {
+		req, err := http.NewRequest("GET", base+"/v1/session", nil)
+		require.NoError(t, err)
+		req.AddCookie(cookie)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get(h.srv.URL))
+	require.Equal(t, http.StatusOK, get(other.URL), "the other replica accepts the session before sign-out")
+
+	code, _ := h.cookieCall("DELETE", "/v1/session", cookie, "", nil)
+	require.Equal(t, http.StatusNoContent, code)
+
+	code, e := h.cookieCall("GET", "/v1/session", cookie, "", nil)
+	assert.Equal(t, http.StatusUnauthorized, code)
+	assert.Equal(t, protocol.CodeUnauthorized, e)
+	assert.Equal(t, http.StatusUnauthorized, get(other.URL), "signed out on every replica")
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.metrics.AuthFailures.WithLabelValues("session")))
+
+	// A new sign-in is a new session, unaffected.
+	again, _ := h.signIn(opToken)
+	code, _ = h.cookieCall("GET", "/v1/session", again, "", nil)
+	assert.Equal(t, http.StatusOK, code)
 }
