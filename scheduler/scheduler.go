@@ -34,7 +34,7 @@ import (
 // Defaults (docs/design.md §5, §6).
 const (
 	DefaultInterval          = time.Second
-	DefaultSweepInterval     = 10 * time.Second
+	DefaultSweepInterval     = reaper.DefaultSweepInterval
 	DefaultHeartbeatInterval = 15 * time.Second
 	// DefaultReconcileInterval is how often the safety net re-derives
 	// every live run.
