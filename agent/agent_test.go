@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/internal/proctest"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // testAgent is an Agent running against a fake control plane.
@@ -87,7 +88,7 @@ func TestRunsTaskAndReportsSuccess(t *testing.T) {
 		sh(`echo "$GREETING"; echo oops >&2; echo "$VIGIL_RUN_ID $VIGIL_DAG_ID $VIGIL_TASK_ID $VIGIL_TRY_NUMBER $VIGIL_TI_ID $VIGIL_ATTEMPT_ID"; printf partial`)...)
 
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	require.NotNil(t, c.ExitCode)
 	assert.Equal(t, 0, *c.ExitCode)
 	assert.True(t, f.isStarted(task.AttemptID), "a Started heartbeat precedes the completion")
@@ -146,7 +147,7 @@ func TestNonZeroExitAndStartFailure(t *testing.T) {
 	termed := f.enqueue(0, nil, sh("kill -TERM $$")...)
 
 	c := f.waitCompletion(exit3.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
+	assert.Equal(t, state.OutcomeFailed, c.Outcome)
 	require.NotNil(t, c.ExitCode)
 	assert.Equal(t, 3, *c.ExitCode)
 	assert.Equal(t, "exit status 3", c.Error)
@@ -158,8 +159,8 @@ func TestNonZeroExitAndStartFailure(t *testing.T) {
 		denied.AttemptID: "permission denied",
 	} {
 		c = f.waitCompletion(task, 5*time.Second)
-		assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
-		assert.Equal(t, protocol.FailureStartFailed, c.Failure)
+		assert.Equal(t, state.OutcomeFailed, c.Outcome)
+		assert.Equal(t, state.FailureStartFailed, c.Failure)
 		assert.Nil(t, c.ExitCode)
 		assert.Contains(t, c.Error, want)
 		assert.True(t, f.isStarted(task), "a failed start still reports Started")
@@ -167,8 +168,8 @@ func TestNonZeroExitAndStartFailure(t *testing.T) {
 
 	for task, sig := range map[string]string{killed.AttemptID: "SIGKILL", termed.AttemptID: "SIGTERM"} {
 		c = f.waitCompletion(task, 5*time.Second)
-		assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
-		assert.Equal(t, protocol.FailureSignal, c.Failure)
+		assert.Equal(t, state.OutcomeFailed, c.Outcome)
+		assert.Equal(t, state.FailureSignal, c.Failure)
 		assert.Equal(t, sig, c.Signal)
 		assert.Nil(t, c.ExitCode)
 		assert.Equal(t, "killed by signal "+sig, c.Error)
@@ -186,7 +187,7 @@ func TestExecutionTimeoutKillsProcessGroup(t *testing.T) {
 
 	grandchild := proctest.PidFromFile(t, pidfile)
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
+	assert.Equal(t, state.OutcomeExecutionTimeout, c.Outcome)
 	assert.Nil(t, c.ExitCode)
 	assert.Empty(t, c.Failure, "Vigil's own kill is no signal failure")
 	assert.Contains(t, c.Error, "execution_timeout 300ms exceeded")
@@ -212,7 +213,7 @@ func TestTimeoutDoesNotHangOnGrandchildHoldingStdout(t *testing.T) {
 		sh(`sh -c 'trap "" TERM; echo $$ > "$PIDFILE"; while :; do sleep 0.05; done' & wait`)...)
 	grandchild := proctest.PidFromFile(t, pidfile)
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeExecutionTimeout, c.Outcome)
+	assert.Equal(t, state.OutcomeExecutionTimeout, c.Outcome)
 	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
 }
 
@@ -226,7 +227,7 @@ func TestLeftoverDescendantsAreKilledAfterSuccess(t *testing.T) {
 	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile}, sh(`sleep 300 & echo $! > "$PIDFILE"; echo bye`)...)
 	leftover := proctest.PidFromFile(t, pidfile)
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome, "the outcome is the leader's")
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome, "the outcome is the leader's")
 	assert.Eventually(t, func() bool { return proctest.Gone(leftover) }, 3*time.Second, 20*time.Millisecond)
 	lines := f.lines(task.AttemptID)
 	assert.True(t, containsLine(lines, "stdout", "bye"))
@@ -253,7 +254,7 @@ func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {
 	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
 
 	f.mu.Lock()
-	f.stop[task.AttemptID] = protocol.StopCancelled
+	f.stop[task.AttemptID] = state.StopCancelled
 	f.mu.Unlock()
 
 	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
@@ -297,14 +298,14 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 
 	f.mu.Lock()
 	clear(f.agents) // the server forgot the agent: 404 not_found
-	f.terminate[doomed.AttemptID] = protocol.StopReaped
+	f.terminate[doomed.AttemptID] = state.StopReaped
 	f.mu.Unlock()
 
 	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return len(f.registrations()) >= 2 }, 3*time.Second, 10*time.Millisecond)
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	c := f.waitCompletion(keeper.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	regs := f.registrations()
 	assert.ElementsMatch(t, []protocol.HeartbeatEntry{{Attempt: doomed.Attempt, Started: true}, {Attempt: keeper.Attempt, Started: true}},
 		regs[1].InFlight, "both processes had started, and the re-register says so")

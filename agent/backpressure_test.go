@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // TestLoudTaskKeepsEveryLineWhileConnected runs a task that prints far
@@ -24,7 +25,7 @@ func TestLoudTaskKeepsEveryLineWhileConnected(t *testing.T) {
 	const n = 5000
 	task := f.enqueue(0, nil, "seq", "1", fmt.Sprint(n))
 	c := f.waitCompletion(task.AttemptID, 30*time.Second)
-	require.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	require.Equal(t, state.OutcomeSuccess, c.Outcome)
 	var lines []protocol.LogLine
 	require.Eventually(t, func() bool {
 		lines = f.lines(task.AttemptID)

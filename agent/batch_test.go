@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // TestCompletionsEndingDuringABatchTravelTogether: while a batch is held
@@ -49,7 +50,7 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 	close(hold)
 	for _, task := range append(waiters, first) {
 		c := f.waitCompletion(task.AttemptID, 5*time.Second)
-		assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+		assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -70,7 +71,7 @@ func TestCompletionsFallBackToTheSingleRoute(t *testing.T) {
 	for range 2 {
 		task := f.enqueue(0, nil, "true")
 		c := f.waitCompletion(task.AttemptID, 5*time.Second)
-		assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+		assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	}
 	assert.True(t, a.noBatch.Load(), "the agent stopped trying the batch route")
 	f.mu.Lock()
@@ -91,7 +92,7 @@ func TestACompletionFailedInternallyInABatchIsReplayed(t *testing.T) {
 	startAgent(t, []string{srv.URL}, nil)
 	task := f.enqueue(0, nil, "true")
 	c := f.waitCompletion(task.AttemptID, 10*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Equal(t, 2, f.completeHit[task.AttemptID], "refused once with internal, then delivered")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // steppedSlots drives a SlotWait by hand: the test frees slots, learns
@@ -225,6 +226,6 @@ func TestAgentClaimsTheSlotsABurstFrees(t *testing.T) {
 	assert.Equal(t, 2, claims()[1], "both slots the burst freed, in one claim round")
 	require.NoError(t, os.WriteFile(later, nil, 0o644))
 	for _, task := range tasks {
-		assert.Equal(t, protocol.OutcomeSuccess, f.waitCompletion(task.AttemptID, 10*time.Second).Outcome)
+		assert.Equal(t, state.OutcomeSuccess, f.waitCompletion(task.AttemptID, 10*time.Second).Outcome)
 	}
 }

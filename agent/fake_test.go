@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 const fakeToken = "agent-secret"
@@ -58,8 +59,8 @@ type fakeAPI struct {
 	// failLogs, when set, sees every log batch first, with mu held;
 	// returning true answers 503 without storing it.
 	failLogs  func(lines []protocol.LogLine) bool
-	stop      map[string]string // attempt -> reason, sent in the next heartbeat reply
-	terminate map[string]string // attempt -> reason, sent in the next register reply
+	stop      map[string]state.StopReason // attempt -> reason, sent in the next heartbeat reply
+	terminate map[string]state.StopReason // attempt -> reason, sent in the next register reply
 	stale     map[string]bool
 	// failNext makes the next completions answer code internal, as a
 	// replica does whose database went away mid-request.
@@ -69,7 +70,7 @@ type fakeAPI struct {
 func newFakeAPI(t *testing.T) *fakeAPI {
 	return &fakeAPI{
 		t: t, agents: map[int64]bool{}, started: map[string]bool{}, completeHit: map[string]int{},
-		logs: map[string][]protocol.LogLine{}, stop: map[string]string{}, terminate: map[string]string{},
+		logs: map[string][]protocol.LogLine{}, stop: map[string]state.StopReason{}, terminate: map[string]state.StopReason{},
 		stale: map[string]bool{},
 	}
 }
@@ -214,7 +215,7 @@ func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) any {
 		writeErr(w, http.StatusConflict, e.Code, e.Message)
 		return nil
 	}
-	return protocol.CompleteResponse{State: req.Outcome}
+	return protocol.CompleteResponse{State: string(req.Outcome)}
 }
 
 // completions is the batch route: each item judged as complete judges it.
@@ -235,7 +236,7 @@ func (f *fakeAPI) completions(w http.ResponseWriter, r *http.Request) any {
 	f.batches = append(f.batches, len(req.Completions))
 	var resp protocol.CompleteBatchResponse
 	for _, c := range req.Completions {
-		res := protocol.CompletionResult{Attempt: c.Attempt, State: c.Outcome}
+		res := protocol.CompletionResult{Attempt: c.Attempt, State: string(c.Outcome)}
 		if res.Error = f.completeLocked(c); res.Error != nil {
 			res.State = ""
 		}

@@ -174,7 +174,7 @@ func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
 			"attempt_id", order.AttemptID, "reason", order.Reason, "source", source)
 		return
 	}
-	if !a.kill(att, causeStop, order.Reason) {
+	if !a.kill(att, causeStop, string(order.Reason)) {
 		return
 	}
 	att.log.Warn("stopping attempt on control plane order; no completion will be sent",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/internal/proctest"
+	"github.com/vigil-sched/vigil/state"
 )
 
 func TestDrainWaitsForRunningTask(t *testing.T) {
@@ -25,7 +26,7 @@ func TestDrainWaitsForRunningTask(t *testing.T) {
 	require.NoError(t, a.stop(), "a clean drain returns nil")
 	c, ok := f.completion(task.AttemptID)
 	require.True(t, ok, "the completion is delivered during the drain")
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	assert.True(t, containsLine(f.lines(task.AttemptID), "stdout", "done"))
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -46,8 +47,8 @@ func TestDrainTimeoutKillsProcessGroups(t *testing.T) {
 	assert.True(t, eventuallyGone(grandchild), "the drain deadline kills the whole group")
 	c, ok := f.completion(task.AttemptID)
 	require.True(t, ok)
-	assert.Equal(t, protocol.OutcomeFailed, c.Outcome)
-	assert.Equal(t, protocol.FailureAgentShutdown, c.Failure, "the drain's kill is agent_shutdown, not a signal")
+	assert.Equal(t, state.OutcomeFailed, c.Outcome)
+	assert.Equal(t, state.FailureAgentShutdown, c.Failure, "the drain's kill is agent_shutdown, not a signal")
 	assert.Empty(t, c.Signal)
 	assert.Contains(t, c.Error, "drain timeout")
 }
@@ -79,7 +80,7 @@ func TestFailoverBetweenServers(t *testing.T) {
 	require.Eventually(t, func() bool { return f.isStarted(long.AttemptID) }, 5*time.Second, 10*time.Millisecond)
 	first.Close() // the replica in use goes away; the agent moves to the next
 	c := f.waitCompletion(long.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	a.mu.Lock()
 	assert.Equal(t, 2, a.st.server)
 	a.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // The log continuity promise (docs/design.md §4 logs): lines stored + the
@@ -172,7 +173,7 @@ func finishPrinter(t *testing.T, f *fakeAPI, a *testAgent, task protocol.Claimed
 	t.Helper()
 	require.NoError(t, os.WriteFile(task.Env["GATE"], nil, 0o600))
 	c := f.waitCompletion(task.AttemptID, 10*time.Second)
-	require.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	require.Equal(t, state.OutcomeSuccess, c.Outcome)
 	require.Eventually(t, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()

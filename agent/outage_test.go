@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 var gapMarkerRE = regexp.MustCompile(`^--- control plane unreachable for (\d+)s: replaying (\d+) buffered events and (\d+) log lines \((\d+) dropped\) ---$`)
@@ -41,7 +42,7 @@ func TestOutageKeepsTaskRunningAndReplays(t *testing.T) {
 			f.setMode(modeUp)
 
 			c := f.waitCompletion(task.AttemptID, 10*time.Second)
-			assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+			assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 			regs := f.registrations()
 			require.GreaterOrEqual(t, len(regs), 2)
 			assert.Contains(t, regs[len(regs)-1].InFlight, protocol.HeartbeatEntry{Attempt: task.Attempt, Started: true},
@@ -94,7 +95,7 @@ func TestOutageOverflowReportsExactDropCount(t *testing.T) {
 	f.setMode(modeUp)
 
 	c := f.waitCompletion(task.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	var lines []protocol.LogLine
 	require.Eventually(t, func() bool {
 		lines = f.lines(task.AttemptID)

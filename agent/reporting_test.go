@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // Found by the chaos suite (docs/reliability.md, the second 1,000-fault
@@ -92,6 +93,6 @@ func TestStartReportListsOnlyNewStarts(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	for _, task := range []protocol.ClaimedTask{first, second, third} {
-		assert.Equal(t, protocol.OutcomeSuccess, f.waitCompletion(task.AttemptID, 5*time.Second).Outcome)
+		assert.Equal(t, state.OutcomeSuccess, f.waitCompletion(task.AttemptID, 5*time.Second).Outcome)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // Found by the chaos suite (docs/reliability.md): an agent resumed from a
@@ -21,12 +22,12 @@ import (
 func TestStopOrderRacingAnExitZeroKeepsTheSuccess(t *testing.T) {
 	a := &Agent{log: slog.New(slog.DiscardHandler)}
 	att := &attempt{task: protocol.ClaimedTask{Attempt: protocol.Attempt{TIID: 7, AttemptID: "a"}, TryNumber: 1},
-		log: slog.New(slog.DiscardHandler), cause: causeStop, stopped: true, stopReason: protocol.StopReaped}
+		log: slog.New(slog.DiscardHandler), cause: causeStop, stopped: true, stopReason: string(state.StopReaped)}
 
 	exit0 := syscall.WaitStatus(0) // exited, status 0
 	r := a.outcome(att, nil, &exit0)
 	require.False(t, r.suppress, "an exit 0 that beat the kill is reported")
-	assert.Equal(t, protocol.OutcomeSuccess, r.req.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, r.req.Outcome)
 	require.NotNil(t, r.req.ExitCode)
 	assert.Equal(t, 0, *r.req.ExitCode)
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // killCause is why the agent killed a process group.
@@ -106,7 +107,7 @@ func (a *Agent) runAttempt(ctx context.Context, att *attempt) {
 		args = append(args, "error", res.req.Error)
 	}
 	level := slog.LevelDebug // per-TI lines: the events table has them
-	if res.req.Outcome != protocol.OutcomeSuccess {
+	if res.req.Outcome != state.OutcomeSuccess {
 		level = slog.LevelInfo
 	}
 	att.log.Log(ctx, level, "finished", args...)
@@ -238,7 +239,7 @@ func (a *Agent) startFailed(ctx context.Context, att *attempt, err error) result
 	a.systemLine(att, fmt.Sprintf("--- failed to start %q: %v ---", att.task.Command, err))
 	a.heartbeat(ctx, a.markStarted(att, 0))
 	return result{req: protocol.CompleteRequest{
-		Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed, Failure: protocol.FailureStartFailed, Error: err.Error(),
+		Attempt: att.task.Attempt, Outcome: state.OutcomeFailed, Failure: state.FailureStartFailed, Error: err.Error(),
 	}}
 }
 
@@ -274,7 +275,7 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 	att.mu.Lock()
 	cause, stopped, reason := att.cause, att.stopped, att.stopReason
 	att.mu.Unlock()
-	req := protocol.CompleteRequest{Attempt: att.task.Attempt, Outcome: protocol.OutcomeFailed}
+	req := protocol.CompleteRequest{Attempt: att.task.Attempt, Outcome: state.OutcomeFailed}
 	if errors.Is(waitErr, exec.ErrWaitDelay) {
 		att.log.Warn("process exited but a descendant still holds its output open; stopped reading")
 		a.systemLine(att, "--- process exited; a descendant still holds stdout/stderr open, output after this point is not captured ---")
@@ -291,20 +292,20 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		// accepted or recorded late, adr/0014).
 		att.log.Info("process exited 0 before the stop order took effect; reporting its success", "reason", reason)
 		code := 0
-		req.Outcome, req.ExitCode = protocol.OutcomeSuccess, &code
+		req.Outcome, req.ExitCode = state.OutcomeSuccess, &code
 	case cause == causeTimeout:
-		req.Outcome = protocol.OutcomeExecutionTimeout
+		req.Outcome = state.OutcomeExecutionTimeout
 		req.Error = fmt.Sprintf("execution_timeout %s exceeded: process group killed", att.task.ExecutionTimeout.D())
 	case cause == causeDrain:
-		req.Failure = protocol.FailureAgentShutdown
+		req.Failure = state.FailureAgentShutdown
 		req.Error = fmt.Sprintf("killed: agent shut down and its drain timeout %s expired", a.cfg.DrainTimeout)
 	case end != nil && end.Signaled():
 		// Not a signal of Vigil's: each of those has its cause above.
-		req.Failure, req.Signal = protocol.FailureSignal, signalName(end.Signal())
+		req.Failure, req.Signal = state.FailureSignal, signalName(end.Signal())
 		req.Error = "killed by signal " + req.Signal
 	case end != nil && end.ExitStatus() == 0:
 		code := 0
-		req.Outcome, req.ExitCode = protocol.OutcomeSuccess, &code
+		req.Outcome, req.ExitCode = state.OutcomeSuccess, &code
 	case end != nil:
 		code := end.ExitStatus()
 		req.ExitCode, req.Error = &code, fmt.Sprintf("exit status %d", code)
@@ -315,7 +316,7 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		var ee *exec.ExitError
 		if errors.As(waitErr, &ee) {
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				req.Failure, req.Signal = protocol.FailureSignal, signalName(ws.Signal())
+				req.Failure, req.Signal = state.FailureSignal, signalName(ws.Signal())
 				req.Error = "task supervisor killed by signal " + req.Signal + "; the task's own status is unknown"
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // TestTaskSeesOnlyAllowedEnvironment runs a task that prints its whole
@@ -35,7 +36,7 @@ func TestTaskSeesOnlyAllowedEnvironment(t *testing.T) { // not parallel: t.Seten
 	task := f.enqueue(0, map[string]string{"GREETING": "hello", "PATH": "/usr/bin:/bin"}, envBin)
 
 	c := f.waitCompletion(task.AttemptID, 10*time.Second)
-	require.Equal(t, protocol.OutcomeSuccess, c.Outcome, "env failed: %+v", c)
+	require.Equal(t, state.OutcomeSuccess, c.Outcome, "env failed: %+v", c)
 	got := map[string]string{}
 	for _, l := range f.lines(task.AttemptID) {
 		if l.Stream != protocol.StreamStdout {

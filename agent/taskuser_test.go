@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // needRoot skips a test of switching users where only root can switch.
@@ -50,7 +51,7 @@ func TestTaskUserRunsTasksAsThatUser(t *testing.T) {
 
 	for task, want := range map[string]string{asDaemon.AttemptID: "1 1 /dag-wins daemon daemon", asNobody.AttemptID: "65534 65534 /nonexistent nobody nobody"} {
 		c := f.waitCompletion(task, 5*time.Second)
-		require.Equal(t, protocol.OutcomeSuccess, c.Outcome, "%+v", c)
+		require.Equal(t, state.OutcomeSuccess, c.Outcome, "%+v", c)
 		var got []string
 		for _, l := range f.lines(task) {
 			got = append(got, l.Line)
@@ -62,7 +63,7 @@ func TestTaskUserRunsTasksAsThatUser(t *testing.T) {
 		assert.NoDirExists(t, got[1], "the attempt's working directory is removed when it ends")
 	}
 	c := f.waitCompletion(asBin.AttemptID, 5*time.Second)
-	assert.Equal(t, protocol.FailureStartFailed, c.Failure)
+	assert.Equal(t, state.FailureStartFailed, c.Failure)
 	assert.Equal(t, `run_as_user "bin" is not allowed on agent test-agent (its --task-users-allowed: nobody)`, c.Error)
 	assert.Empty(t, f.lines(asBin.AttemptID)[1:], "nothing ran")
 }

@@ -419,7 +419,7 @@ func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, l := range landed {
-		s.cfg.Metrics.Decide(l.EventKind)
+		s.cfg.Metrics.Decide(string(l.EventKind))
 		s.log.Info("scheduler decision", "decision", l.EventKind, "run_id", l.RunID, "ti_id", l.TIID,
 			"task_id", l.TaskID, "try_number", l.TryNumber, "agent_id", agentID, "message", l.Message)
 	}

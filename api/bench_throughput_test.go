@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/scheduler"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -120,7 +121,7 @@ func completeEach(ctx context.Context, p *benchPlane, agentID int64, cred string
 	for _, t := range tasks {
 		var resp protocol.CompleteResponse
 		if err := p.post(ctx, fmt.Sprintf("/v1/agents/%d/complete", agentID), cred,
-			protocol.CompleteRequest{Attempt: t.Attempt, Outcome: protocol.OutcomeSuccess}, &resp); err != nil {
+			protocol.CompleteRequest{Attempt: t.Attempt, Outcome: state.OutcomeSuccess}, &resp); err != nil {
 			return err
 		}
 	}
@@ -134,7 +135,7 @@ func completeBatch(ctx context.Context, p *benchPlane, agentID int64, cred strin
 	}
 	req := protocol.CompleteBatchRequest{}
 	for _, t := range tasks {
-		req.Completions = append(req.Completions, protocol.CompleteRequest{Attempt: t.Attempt, Outcome: protocol.OutcomeSuccess})
+		req.Completions = append(req.Completions, protocol.CompleteRequest{Attempt: t.Attempt, Outcome: state.OutcomeSuccess})
 	}
 	var resp protocol.CompleteBatchResponse
 	if err := p.post(ctx, fmt.Sprintf("/v1/agents/%d/completions", agentID), cred, req, &resp); err != nil {

@@ -19,14 +19,13 @@ func validateCompletion(field string, req protocol.CompleteRequest) (store.Compl
 	if err := validateAttempt(field+"attempt", req.Attempt); err != nil {
 		return store.Completion{}, err
 	}
-	outcome, ok := fromOutcome(req.Outcome)
-	if !ok {
-		return store.Completion{}, fmt.Errorf("%soutcome: %q must be one of success, failed, execution_timeout", field, req.Outcome)
+	if !knownOutcome(req.Outcome) {
+		return store.Completion{}, fmt.Errorf("%soutcome: %q must be one of %s", field, req.Outcome, joinWords(state.Outcomes()))
 	}
 	if err := validateFailure(req); err != nil {
 		return store.Completion{}, fmt.Errorf("%s%w", field, err)
 	}
-	return fromComplete(req, outcome), nil
+	return fromComplete(req), nil
 }
 
 // complete is the single-completion route, kept beside completions for

@@ -3,8 +3,11 @@ package api
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -35,27 +38,9 @@ func toAttempt(a store.Attempt) protocol.Attempt {
 	return protocol.Attempt{TIID: a.TIID, AttemptID: a.AttemptID}
 }
 
-// toStopReason maps a store stop reason to the protocol's string; an
-// unknown one (a store bug) passes through unchanged.
-func toStopReason(r store.StopReason) string {
-	switch r {
-	case store.StopCancelled:
-		return protocol.StopCancelled
-	case store.StopReaped:
-		return protocol.StopReaped
-	case store.StopSuperseded:
-		return protocol.StopSuperseded
-	case store.StopUnknown:
-		return protocol.StopUnknown
-	case store.StopFinished:
-		return protocol.StopFinished
-	}
-	return string(r)
-}
-
 func toStopOrders(stops []store.StopOrder) []protocol.StopOrder {
 	return convertSlice(stops, func(s store.StopOrder) protocol.StopOrder {
-		return protocol.StopOrder{Attempt: toAttempt(s.Attempt), Reason: toStopReason(s.Reason)}
+		return protocol.StopOrder{Attempt: toAttempt(s.Attempt), Reason: s.Reason}
 	})
 }
 
@@ -79,24 +64,16 @@ func toClaimedTasks(tasks []store.ClaimedTask) []protocol.ClaimedTask {
 	})
 }
 
-// fromOutcome maps a protocol completion outcome to the store's; ok is
-// false for anything else.
-func fromOutcome(o string) (out store.Outcome, ok bool) {
-	switch o {
-	case protocol.OutcomeSuccess:
-		return store.OutcomeSuccess, true
-	case protocol.OutcomeFailed:
-		return store.OutcomeFailed, true
-	case protocol.OutcomeExecutionTimeout:
-		return store.OutcomeExecutionTimeout, true
-	}
-	return "", false
+// knownOutcome reports whether o is one of state.Outcomes().
+func knownOutcome(o state.Outcome) bool { return slices.Contains(state.Outcomes(), o) }
+
+func fromComplete(req protocol.CompleteRequest) store.Completion {
+	return store.Completion{Attempt: fromAttempt(req.Attempt), Outcome: req.Outcome, ExitCode: req.ExitCode, Error: req.Error,
+		Failure: req.Failure, Signal: req.Signal}
 }
 
-func fromComplete(req protocol.CompleteRequest, outcome store.Outcome) store.Completion {
-	return store.Completion{Attempt: fromAttempt(req.Attempt), Outcome: outcome, ExitCode: req.ExitCode, Error: req.Error,
-		Failure: store.Failure(req.Failure), Signal: req.Signal}
-}
+// joinWords lists typed words for an error message: "a, b, c".
+func joinWords[T ~string](ws []T) string { return strings.Join(state.Strings(ws), ", ") }
 
 // signalName is the shape of CompleteRequest.Signal: "SIGKILL",
 // "SIGRTMIN+3".
@@ -107,19 +84,19 @@ var signalName = regexp.MustCompile(`^SIG[A-Z0-9]{1,10}([+-][0-9]{1,2})?$`)
 func validateFailure(req protocol.CompleteRequest) error {
 	switch req.Failure {
 	case "":
-	case protocol.FailureAgentShutdown, protocol.FailureSignal, protocol.FailureStartFailed:
-		if req.Outcome != protocol.OutcomeFailed {
-			return fmt.Errorf("failure: %q is allowed only with outcome %q, got outcome %q", req.Failure, protocol.OutcomeFailed, req.Outcome)
-		}
 	default:
-		return fmt.Errorf("failure: %q must be empty or one of %s, %s, %s", req.Failure,
-			protocol.FailureAgentShutdown, protocol.FailureSignal, protocol.FailureStartFailed)
+		if !slices.Contains(state.Failures(), req.Failure) {
+			return fmt.Errorf("failure: %q must be empty or one of %s", req.Failure, joinWords(state.Failures()))
+		}
+		if req.Outcome != state.OutcomeFailed {
+			return fmt.Errorf("failure: %q is allowed only with outcome %q, got outcome %q", req.Failure, state.OutcomeFailed, req.Outcome)
+		}
 	}
 	switch {
-	case req.Failure == protocol.FailureSignal && req.Signal == "":
-		return fmt.Errorf("signal: required with failure %q", protocol.FailureSignal)
-	case req.Failure != protocol.FailureSignal && req.Signal != "":
-		return fmt.Errorf("signal: allowed only with failure %q", protocol.FailureSignal)
+	case req.Failure == state.FailureSignal && req.Signal == "":
+		return fmt.Errorf("signal: required with failure %q", state.FailureSignal)
+	case req.Failure != state.FailureSignal && req.Signal != "":
+		return fmt.Errorf("signal: allowed only with failure %q", state.FailureSignal)
 	case req.Signal != "" && !signalName.MatchString(req.Signal):
 		return fmt.Errorf("signal: %q must be a signal name such as SIGKILL", req.Signal)
 	}
@@ -189,7 +166,7 @@ func toRunDetail(d store.RunDetail) protocol.RunDetail {
 func toEventList(p store.EventPage) protocol.EventList {
 	return protocol.EventList{
 		Events: convertSlice(p.Events, func(e store.Event) protocol.Event {
-			return protocol.Event{ID: e.ID, RunID: e.RunID, Time: e.Time, Kind: e.Kind, TIID: e.TIID, TaskID: e.TaskID,
+			return protocol.Event{ID: e.ID, RunID: e.RunID, Time: e.Time, Kind: string(e.Kind), TIID: e.TIID, TaskID: e.TaskID,
 				TryNumber: e.TryNumber, AttemptID: e.AttemptID, AgentID: e.AgentID, Message: e.Message}
 		}),
 		NextCursor: p.NextCursor,
@@ -199,6 +176,6 @@ func toEventList(p store.EventPage) protocol.EventList {
 func toAgents(agents []store.Agent) []protocol.Agent {
 	return convertSlice(agents, func(a store.Agent) protocol.Agent {
 		return protocol.Agent{ID: a.ID, Name: a.Name, Tags: a.Tags, Capacity: a.Capacity, Running: a.Running,
-			State: a.State, RegisteredAt: a.RegisteredAt, LastHeartbeatAt: a.LastHeartbeatAt}
+			State: string(a.State), RegisteredAt: a.RegisteredAt, LastHeartbeatAt: a.LastHeartbeatAt}
 	})
 }

@@ -79,7 +79,7 @@ func TestConversionsCarryEveryField(t *testing.T) {
 	assertFilled(t, reflect.ValueOf(reg), "Credential", "StaleAfter")
 	assertFilled(t, reflect.ValueOf(reg.InFlight[0]))
 	assertFilled(t, reflect.ValueOf(fromHeartbeatEntries(filled[[]protocol.HeartbeatEntry]())[0]))
-	assertFilled(t, reflect.ValueOf(fromComplete(filled[protocol.CompleteRequest](), store.OutcomeFailed)))
+	assertFilled(t, reflect.ValueOf(fromComplete(filled[protocol.CompleteRequest]())))
 	assertFilled(t, reflect.ValueOf(fromLogLines(filled[[]protocol.LogLine]())[0]))
 
 	assertFilled(t, reflect.ValueOf(toStopOrders(filled[[]store.StopOrder]())[0]))
@@ -148,24 +148,14 @@ func TestConversionsKeepNilAndEmpty(t *testing.T) {
 	assert.Nil(t, fromRegister(protocol.RegisterRequest{}).InFlight)
 }
 
-// Stop reasons and outcomes keep their wire spelling both ways.
-func TestStopReasonsAndOutcomesMap(t *testing.T) {
-	wire := []string{protocol.StopCancelled, protocol.StopReaped, protocol.StopSuperseded, protocol.StopUnknown,
-		protocol.StopFinished}
-	var got []string
-	for _, r := range store.StopReasons() {
-		got = append(got, toStopReason(r))
-		assert.Equal(t, string(r), toStopReason(r), "the JSON of %s is unchanged", r)
+// The outcomes state lists are the ones a completion may carry; any other
+// word is refused.
+func TestKnownOutcome(t *testing.T) {
+	for _, o := range state.Outcomes() {
+		assert.True(t, knownOutcome(o), o)
 	}
-	assert.ElementsMatch(t, wire, got)
-
-	for _, o := range []string{protocol.OutcomeSuccess, protocol.OutcomeFailed, protocol.OutcomeExecutionTimeout} {
-		out, ok := fromOutcome(o)
-		assert.True(t, ok, o)
-		assert.Equal(t, o, string(out))
-	}
-	_, ok := fromOutcome("exploded")
-	assert.False(t, ok)
+	assert.False(t, knownOutcome("exploded"))
+	assert.False(t, knownOutcome(""))
 }
 
 // The API validates ?limit against the protocol's maximum and the store

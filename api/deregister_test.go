@@ -114,14 +114,14 @@ tasks:
 	require.Equal(t, 200, code, e.Message)
 	assert.Equal(t, agentID, resp.AgentID, "same name, same agent id")
 	assert.Equal(t, h.credential(agentID), resp.Credential, "a reconnect keeps the credential")
-	reasons := map[int64]string{}
+	reasons := map[int64]state.StopReason{}
 	for _, s := range resp.Terminate {
 		reasons[s.TIID] = s.Reason
 	}
-	assert.Equal(t, map[int64]string{
-		byTask["kept"].TIID:      protocol.StopCancelled,
-		byTask["cancelled"].TIID: protocol.StopCancelled,
-		unknown.TIID:             protocol.StopUnknown,
+	assert.Equal(t, map[int64]state.StopReason{
+		byTask["kept"].TIID:      state.StopCancelled,
+		byTask["cancelled"].TIID: state.StopCancelled,
+		unknown.TIID:             state.StopUnknown,
 	}, reasons, "only the attempts that are no longer current are terminated")
 	ti := h.ti(run2, "kept2")
 	assert.Equal(t, state.TIRunning, ti.State, "the current attempt is kept")

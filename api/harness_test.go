@@ -207,7 +207,7 @@ func (h *harness) claim(agentID int64, slots int, wait time.Duration) []protocol
 	return resp.Tasks
 }
 
-func (h *harness) complete(agentID int64, task protocol.ClaimedTask, outcome string, exit int) (int, protocol.ErrorDetail) {
+func (h *harness) complete(agentID int64, task protocol.ClaimedTask, outcome state.Outcome, exit int) (int, protocol.ErrorDetail) {
 	h.t.Helper()
 	return h.call("POST", fmt.Sprintf("/v1/agents/%d/complete", agentID), agentToken,
 		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: outcome, ExitCode: &exit}, nil)

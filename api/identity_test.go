@@ -34,9 +34,9 @@ func TestAgentCannotActAsAnotherAgent(t *testing.T) {
 	bodies := map[string]any{
 		"claim":     protocol.ClaimRequest{Slots: 1},
 		"heartbeat": protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: task.Attempt, Started: true}}},
-		"complete":  protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit},
+		"complete":  protocol.CompleteRequest{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit},
 		"completions": protocol.CompleteBatchRequest{Completions: []protocol.CompleteRequest{
-			{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}}},
+			{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit}}},
 		"logs":       protocol.LogsRequest{Lines: []protocol.LogLine{{Attempt: task.Attempt, Seq: 1, Stream: "stdout", Time: time.Now(), Line: "forged"}}},
 		"deregister": struct{}{},
 	}

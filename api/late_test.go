@@ -45,7 +45,7 @@ func TestLateSuccessAfterRunEndIsRecordedAndCounted(t *testing.T) {
 	ti := h.run(runID).TaskInstances[0]
 	landed, err := h.store.ApplyReap(ctx, epoch, store.Reap{
 		TIID: ti.ID, RunID: runID, TaskID: "a", TryNumber: ti.TryNumber, AttemptID: tasks[0].AttemptID, AgentID: ti.AgentID,
-		State: state.TIFailed, Reason: state.ReasonAgentLost, Message: "agent silent", EventKind: metrics.DecisionAgentLost,
+		State: state.TIFailed, Reason: state.ReasonAgentLost, Message: "agent silent", EventKind: state.EventAgentLost,
 		WhereState: state.TIRunning, WhereStamp: *ti.LastHeartbeatAt, StampColumn: store.StampHeartbeat,
 	})
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestLateSuccessAfterRunEndIsRecordedAndCounted(t *testing.T) {
 	for i := 0; i < 2; i++ { // the second is a replay
 		var resp protocol.CompleteResponse
 		code, e := h.call("POST", fmt.Sprintf("/v1/agents/%d/complete", agentID), agentToken,
-			protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: protocol.OutcomeSuccess}, &resp)
+			protocol.CompleteRequest{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess}, &resp)
 		require.Equal(t, 200, code, "completion %d: %s", i, e.Message)
 		assert.Equal(t, "failed", resp.State, "the TI keeps the state its run ended with")
 	}
@@ -79,7 +79,7 @@ func TestLateSuccessAfterRunEndIsRecordedAndCounted(t *testing.T) {
 	require.Equal(t, 200, code, e.Message)
 	n := 0
 	for _, ev := range page.Events {
-		if ev.Kind == store.EventLateRecorded {
+		if ev.Kind == string(state.EventLateRecorded) {
 			n++
 			assert.Equal(t, "a", ev.TaskID)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api"
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // contract sends requests to a harness and checks each request and reply
@@ -170,7 +171,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("GET", fmt.Sprintf("/v1/runs/%d", run.ID), opToken, "", nil, true, 200)
 	exit := 0
 	c.do("POST", ap+"/complete", agentToken, reg.Credential,
-		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}, true, 200)
+		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit}, true, 200)
 	h.waitRun(run.ID, 10*time.Second)
 
 	// Operator: read it all back.
@@ -231,11 +232,11 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("POST", "/v1/dags", opToken, "", map[string]string{"yaml": "dag_id: bad\ntasks: []\n"}, true, 400)
 	c.do("POST", ap+"/claim", agentToken, "", protocol.ClaimRequest{}, false, 403)
 	c.do("POST", ap+"/complete", agentToken, reg.Credential,
-		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeFailed, ExitCode: &exit}, true, 409)
+		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: state.OutcomeFailed, ExitCode: &exit}, true, 409)
 	// A batch answers 200 with a stale_attempt result for the same item,
 	// and 400 for a malformed one.
 	c.do("POST", ap+"/completions", agentToken, reg.Credential, protocol.CompleteBatchRequest{
-		Completions: []protocol.CompleteRequest{{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}}}, true, 200)
+		Completions: []protocol.CompleteRequest{{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit}}}, true, 200)
 	c.do("POST", ap+"/completions", agentToken, reg.Credential, protocol.CompleteBatchRequest{}, false, 400)
 	c.do("POST", "/v1/agents/register", agentToken, "", protocol.RegisterRequest{Name: "contract-agent", Capacity: 1}, true, 409)
 

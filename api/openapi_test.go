@@ -222,13 +222,10 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 	require.ElementsMatch(t, []string{protocol.CodeBadRequest, protocol.CodeUnauthorized, protocol.CodeForbidden,
 		protocol.CodeNotFound, protocol.CodeStaleAttempt, protocol.CodeConflict, protocol.CodeNameInUse,
 		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeTooLarge, protocol.CodeRateLimited, protocol.CodeUnavailable, protocol.CodeInternal}, enum("ErrorDetail", "code"))
-	require.ElementsMatch(t, []string{protocol.StopCancelled, protocol.StopReaped, protocol.StopSuperseded,
-		protocol.StopUnknown, protocol.StopFinished}, enum("StopOrder", "reason"))
+	require.ElementsMatch(t, state.Strings(state.StopReasons()), enum("StopOrder", "reason"))
 	require.ElementsMatch(t, []string{protocol.StreamStdout, protocol.StreamStderr, protocol.StreamSystem}, enum("LogLine", "stream"))
-	require.ElementsMatch(t, []string{protocol.OutcomeSuccess, protocol.OutcomeFailed, protocol.OutcomeExecutionTimeout},
-		enum("CompleteRequest", "outcome"))
-	require.ElementsMatch(t, []string{"", protocol.FailureAgentShutdown, protocol.FailureSignal, protocol.FailureStartFailed},
-		enum("CompleteRequest", "failure"))
+	require.ElementsMatch(t, state.Strings(state.Outcomes()), enum("CompleteRequest", "outcome"))
+	require.ElementsMatch(t, append([]string{""}, state.Strings(state.Failures())...), enum("CompleteRequest", "failure"))
 }
 
 // TestDocsAPIListsEveryOperation keeps docs/api.md beside the document:

@@ -149,9 +149,9 @@ tasks:
 			10*time.Second, 10*time.Millisecond)
 		require.Equal(t, "flaky", tasks[0].TaskID)
 		require.Equal(t, try, tasks[0].TryNumber)
-		outcome := protocol.OutcomeFailed
+		outcome := state.OutcomeFailed
 		if try == 3 {
-			outcome = protocol.OutcomeSuccess
+			outcome = state.OutcomeSuccess
 		}
 		code, e := h.complete(agentID, tasks[0], outcome, map[bool]int{true: 0, false: 1}[try == 3])
 		require.Equal(t, 200, code, e.Message)
@@ -166,7 +166,7 @@ tasks:
 	require.Eventually(t, func() bool { tasks = h.claim(agentID, 1, time.Second); return len(tasks) == 1 },
 		10*time.Second, 10*time.Millisecond)
 	require.Equal(t, "after", tasks[0].TaskID)
-	code, _ := h.complete(agentID, tasks[0], protocol.OutcomeSuccess, 0)
+	code, _ := h.complete(agentID, tasks[0], state.OutcomeSuccess, 0)
 	require.Equal(t, 200, code)
 	run := h.waitRun(runID, 10*time.Second)
 	assert.Equal(t, state.RunSuccess, run.State)
@@ -177,7 +177,7 @@ tasks:
 	for try := 1; try <= 3; try++ {
 		require.Eventually(t, func() bool { tasks = h.claim(agentID, 1, time.Second); return len(tasks) == 1 },
 			10*time.Second, 10*time.Millisecond)
-		code, _ := h.complete(agentID, tasks[0], protocol.OutcomeFailed, 7)
+		code, _ := h.complete(agentID, tasks[0], state.OutcomeFailed, 7)
 		require.Equal(t, 200, code)
 	}
 	run = h.waitRun(runID, 10*time.Second)
@@ -219,9 +219,9 @@ tasks:
 	deadline := time.Now().Add(15 * time.Second)
 	for !(done["a"] && done["d"] && done["f"]) && time.Now().Before(deadline) {
 		for _, task := range h.claim(agentID, 10, 200*time.Millisecond) {
-			outcome, exit := protocol.OutcomeSuccess, 0
+			outcome, exit := state.OutcomeSuccess, 0
 			if task.TaskID == "a" {
-				outcome, exit = protocol.OutcomeFailed, 1
+				outcome, exit = state.OutcomeFailed, 1
 			}
 			code, _ := h.complete(agentID, task, outcome, exit)
 			require.Equal(t, 200, code)
@@ -258,11 +258,11 @@ tasks:
 	runID := h.trigger("stale")
 	var first []protocol.ClaimedTask
 	require.Eventually(t, func() bool { first = h.claim(a1, 1, time.Second); return len(first) == 1 }, 10*time.Second, 10*time.Millisecond)
-	code, _ := h.complete(a1, first[0], protocol.OutcomeFailed, 1)
+	code, _ := h.complete(a1, first[0], state.OutcomeFailed, 1)
 	require.Equal(t, 200, code)
 
 	// A duplicate completion of the same attempt is stale.
-	code, e := h.complete(a1, first[0], protocol.OutcomeSuccess, 0)
+	code, e := h.complete(a1, first[0], state.OutcomeSuccess, 0)
 	assert.Equal(t, 409, code)
 	assert.Equal(t, protocol.CodeStaleAttempt, e.Code)
 
@@ -272,7 +272,7 @@ tasks:
 	assert.Equal(t, 2, second[0].TryNumber)
 
 	// The old attempt can neither complete nor heartbeat the new one.
-	code, e = h.complete(a1, first[0], protocol.OutcomeSuccess, 0)
+	code, e = h.complete(a1, first[0], state.OutcomeSuccess, 0)
 	assert.Equal(t, 409, code)
 	assert.Equal(t, protocol.CodeStaleAttempt, e.Code)
 	assert.Contains(t, e.Message, "superseded")
@@ -281,9 +281,9 @@ tasks:
 		protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: first[0].Attempt, Started: true}}}, &hb)
 	require.Equal(t, 200, code)
 	require.Len(t, hb.Stop, 1)
-	assert.Equal(t, protocol.StopSuperseded, hb.Stop[0].Reason)
+	assert.Equal(t, state.StopSuperseded, hb.Stop[0].Reason)
 
-	code, _ = h.complete(a2, second[0], protocol.OutcomeSuccess, 0)
+	code, _ = h.complete(a2, second[0], state.OutcomeSuccess, 0)
 	assert.Equal(t, 200, code)
 	assert.Equal(t, state.RunSuccess, h.waitRun(runID, 10*time.Second).State)
 }
@@ -389,7 +389,7 @@ func TestCancelRunStopsItsAttempts(t *testing.T) {
 		protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}}, &hb)
 	require.Equal(t, 200, code)
 	require.Len(t, hb.Stop, 1)
-	assert.Equal(t, protocol.StopCancelled, hb.Stop[0].Reason)
+	assert.Equal(t, state.StopCancelled, hb.Stop[0].Reason)
 	for _, ti := range h.run(runID).TaskInstances {
 		assert.Equal(t, state.TICancelled, ti.State)
 		assert.Equal(t, state.ReasonCancelled, ti.Reason)

@@ -18,6 +18,7 @@ import (
 
 	vagent "github.com/vigil-sched/vigil/agent"
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // apiClient sends agent requests to one server with the shared agent token.
@@ -204,7 +205,7 @@ func (a *agent) complete(ctx context.Context, batch []protocol.Attempt) error {
 		batch = batch[len(part):]
 		req := protocol.CompleteBatchRequest{Completions: make([]protocol.CompleteRequest, len(part))}
 		for i, t := range part {
-			req.Completions[i] = protocol.CompleteRequest{Attempt: t, Outcome: protocol.OutcomeSuccess, ExitCode: &zero}
+			req.Completions[i] = protocol.CompleteRequest{Attempt: t, Outcome: state.OutcomeSuccess, ExitCode: &zero}
 		}
 		var resp protocol.CompleteBatchResponse
 		if err := a.c.post(ctx, a.path("completions"), a.credential, req, &resp); err != nil {

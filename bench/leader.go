@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // idleWindow is how long the idle figures average over: with the 1 s tick
@@ -38,9 +38,9 @@ func (e *env) idle(ctx context.Context, v *vigilProc) error {
 	}
 	d, n := histMean(before, after, "vigil_scheduler_tick_duration_seconds", "")
 	e.out.figure("idle_tick", "idle tick", msf(d), "ms", fmt.Sprintf("mean of %d ticks", n))
-	for _, name := range reaper.Names() {
+	for _, name := range state.Reapers() {
 		d, n := histMean(before, after, "vigil_reaper_duration_seconds", fmt.Sprintf(`{reaper=%q}`, name))
-		e.out.figure("", "idle sweep "+name, msf(d), "ms", fmt.Sprintf("mean of %d passes", n))
+		e.out.figure("", "idle sweep "+string(name), msf(d), "ms", fmt.Sprintf("mean of %d passes", n))
 	}
 	return nil
 }

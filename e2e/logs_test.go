@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // TestLoudTaskLogIsComplete is issue 23's first trial: on Lite with one
@@ -168,7 +169,7 @@ func TestLogsInTheConsole(t *testing.T) {
 		b.waitFor("the later lines", `#lines .logline[data-seq="5"]`)
 		exit := 0
 		agentPost(t, lite, fmt.Sprintf("/v1/agents/%d/complete", reg.AgentID),
-			protocol.CompleteRequest{Attempt: task.Attempt, Outcome: protocol.OutcomeSuccess, ExitCode: &exit}, nil)
+			protocol.CompleteRequest{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit}, nil)
 		waitFor(t, 20*time.Second, func() bool {
 			return strings.Contains(b.text("#follow"), "the task has ended")
 		}, "the page stops following")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // TestMetricsScrapePassesPromtoolCheck scrapes /metrics of a real Lite,
@@ -48,7 +49,7 @@ tasks:
 	}
 	assert.NotContains(t, decisions, metrics.DecisionDispatchLostDeferred, "a dry-run label is never counted")
 	reapers := sampleValues(first, "vigil_reaper_duration_seconds_count", "reaper")
-	for _, name := range metrics.ReaperNames() {
+	for _, name := range state.Reapers() {
 		assert.Contains(t, reapers, name, "first scrape has no vigil_reaper_duration_seconds{reaper=%q}", name)
 	}
 	promtoolCheckMetrics(t, promtool, first)

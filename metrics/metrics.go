@@ -7,23 +7,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vigil-sched/vigil/state"
 )
 
 // Decision labels of vigil_scheduler_decisions_total (docs/design.md §6, §7).
+// A decision that is also written as a run event is that event's kind
+// (package state), so the two never drift.
 const (
-	DecisionAgentLost         = "agent_lost"
-	DecisionAgentLostRequeued = "agent_lost_requeued"
-	DecisionDispatchLost      = "dispatch_lost"
+	DecisionAgentLost         = string(state.EventAgentLost)
+	DecisionAgentLostRequeued = string(state.EventAgentLostRequeued)
+	DecisionDispatchLost      = string(state.EventDispatchLost)
 	// DecisionDispatchLostDeferred labels, in `vigil reap --dry-run` only,
 	// a stale queued TI left alone because matching agents are alive but
 	// busy. It is never counted: the backlog is the gauge
 	// vigil_dispatch_backlog_tasks.
 	DecisionDispatchLostDeferred = "dispatch_lost_deferred"
-	DecisionOrphanReaped         = "orphan_reaped"
-	DecisionOrphanFinalized      = "orphan_finalized"
-	DecisionLateCompletion       = "late_completion_accepted"
+	DecisionOrphanReaped         = string(state.EventOrphanReaped)
+	DecisionOrphanFinalized      = string(state.EventOrphanFinalized)
+	DecisionLateCompletion       = string(state.EventLateAccepted)
 	DecisionAgentInactive        = "agent_inactive"
-	DecisionExecutionTimeout     = "execution_timeout"
+	DecisionExecutionTimeout     = string(state.EventExecutionTimeout)
 	DecisionRunTimeout           = "run_timeout"
 	DecisionRetentionPruned      = "retention_pruned"
 	// DecisionReconcileRepaired counts rows the reconcile safety net moved
@@ -39,7 +43,7 @@ const (
 	// DecisionLateCompletionRecorded counts late successes that arrived
 	// after their run had ended: recorded on the TI's attempt history,
 	// changing nothing (adr/0014-late-success-after-run-end.md).
-	DecisionLateCompletionRecorded = "late_completion_recorded"
+	DecisionLateCompletionRecorded = string(state.EventLateRecorded)
 	// DecisionAgentLostHeld and DecisionDispatchLostHeld count agent-lost
 	// and dispatch-lost passes the mass-silence brake held, one per pass
 	// (docs/scheduler-resilience.md, "Mass-silence brake").
@@ -50,14 +54,6 @@ const (
 	// half the runs (adr/0011-incremental-scheduler.md, "Amendment").
 	DecisionTickPassTimeout = "tick_pass_timeout"
 )
-
-// ReaperNames lists the reapers whose `<name>_list_error` and
-// `<name>_error` decisions New initialises. It mirrors reaper.Names(),
-// which this package cannot import (reaper imports metrics); a reaper test
-// checks that the two agree.
-func ReaperNames() []string {
-	return []string{"agent_inactive", "agent_lost", "execution_timeout", "run_timeout", "dispatch_lost", "orphan"}
-}
 
 // DecisionLabels returns every decision label that is ever counted in
 // vigil_scheduler_decisions_total: the Decision* constants (except
@@ -71,8 +67,8 @@ func DecisionLabels() []string {
 		DecisionAgentInactive, DecisionExecutionTimeout, DecisionRunTimeout, DecisionRetentionPruned,
 		DecisionReconcileRepaired, DecisionAgentLostHeld, DecisionDispatchLostHeld, DecisionTickPassTimeout,
 	}
-	for _, name := range ReaperNames() {
-		labels = append(labels, name+DecisionSuffixListError, name+DecisionSuffixCandidateError)
+	for _, name := range state.Reapers() {
+		labels = append(labels, string(name)+DecisionSuffixListError, string(name)+DecisionSuffixCandidateError)
 	}
 	return labels
 }
@@ -168,7 +164,9 @@ func AuthMethods() []string {
 const TaskInstancesCap = 100000
 
 // TaskInstanceStates are the states vigil_task_instances reports.
-func TaskInstanceStates() []string { return []string{"queued", "running"} }
+func TaskInstanceStates() []string {
+	return state.Strings(state.Where(state.TIStates(), state.TI.Dispatched))
+}
 
 // New creates and registers every collector on a fresh registry.
 func New() *Metrics {
@@ -262,8 +260,8 @@ func New() *Metrics {
 	for _, d := range DecisionLabels() {
 		m.Decisions.WithLabelValues(d)
 	}
-	for _, name := range ReaperNames() {
-		m.ReaperDuration.WithLabelValues(name)
+	for _, name := range state.Reapers() {
+		m.ReaperDuration.WithLabelValues(string(name))
 	}
 	for _, st := range TaskInstanceStates() {
 		m.TaskInstances.WithLabelValues(st)

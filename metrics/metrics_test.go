@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // series gathers m and returns, for the named family, each series's
@@ -84,7 +85,7 @@ func TestMetricsReaperDurationFromZero(t *testing.T) {
 		}
 		got = append(got, name)
 	}
-	want := slices.Sorted(slices.Values(metrics.ReaperNames()))
+	want := slices.Sorted(slices.Values(state.Strings(state.Reapers())))
 	if !reflect.DeepEqual(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("reapers exposed %v, want %v", got, want)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
-	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -28,7 +27,7 @@ func (r *Reapers) planAgentLost(ctx context.Context, now time.Time, term Term, t
 	if grace := graceNotice("agent-lost", now, term, th); grace != "" {
 		return nil, grace, nil
 	}
-	held, notice, err := r.holdForSilence(ctx, ReaperAgentLost, now, term, th)
+	held, notice, err := r.holdForSilence(ctx, state.ReaperAgentLost, now, term, th)
 	if err != nil || held {
 		return nil, notice, err
 	}
@@ -48,7 +47,7 @@ func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {
 	reap := LostAttempt(c, silent)
 	return plan{
 		ReapCandidate: protocol.ReapCandidate{
-			Reaper: ReaperAgentLost, Decision: reap.EventKind, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
+			Reaper: string(state.ReaperAgentLost), Decision: string(reap.EventKind), RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
 			TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "last_heartbeat_at", SignalAt: c.LastHeartbeatAt,
 			Age: protocol.Duration(c.Age), Message: reap.Message,
 		},
@@ -70,15 +69,15 @@ func LostAttempt(c store.StaleRunning, why string) store.Reap {
 	}
 	switch {
 	case !c.Started && c.DispatchAttempts+1 >= MaxDispatchAttempts:
-		reap.State, reap.Reason, reap.EventKind = state.TIFailed, state.ReasonDispatchLost, metrics.DecisionDispatchLost
+		reap.State, reap.Reason, reap.EventKind = state.TIFailed, state.ReasonDispatchLost, state.EventDispatchLost
 		reap.Message = fmt.Sprintf("%s and the task never started; dispatched %d times without starting, giving up",
 			silent, c.DispatchAttempts+1)
 	case !c.Started:
-		reap.State, reap.Reason, reap.EventKind, reap.Requeue = state.TIScheduled, state.ReasonAgentLost, metrics.DecisionAgentLostRequeued, true
+		reap.State, reap.Reason, reap.EventKind, reap.Requeue = state.TIScheduled, state.ReasonAgentLost, state.EventAgentLostRequeued, true
 		reap.Message = fmt.Sprintf("%s before the task started; requeued without spending a retry (dispatch attempt %d of %d)",
 			silent, c.DispatchAttempts+1, MaxDispatchAttempts)
 	default:
-		reap.Reason, reap.EventKind = state.ReasonAgentLost, metrics.DecisionAgentLost
+		reap.Reason, reap.EventKind = state.ReasonAgentLost, state.EventAgentLost
 		failTry(&reap, c, silent)
 	}
 	return reap
@@ -106,7 +105,7 @@ func agentName(id *int64) string {
 // graceNotice explains why a reaper that judges liveness from heartbeats
 // holds back, or returns "" once this leader has led, with the database
 // reachable, for the agent-lost threshold (docs/design.md §6 post-leadership grace).
-func graceNotice(reaper string, now time.Time, term Term, th Thresholds) string {
+func graceNotice(reaper state.Reaper, now time.Time, term Term, th Thresholds) string {
 	if gap := now.Sub(term.CheckedAt); term.MaxGap > 0 && gap > term.MaxGap {
 		return fmt.Sprintf("%s reaper holding back: %s passed since the leader last checked for a stall (limit %s); the grace restarts first",
 			reaper, gap.Round(time.Millisecond), term.MaxGap)

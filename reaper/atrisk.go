@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // RunHorizon is how far ahead AtRisk looks for run timeout deadlines.
@@ -67,7 +68,7 @@ func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Threshold
 		out.Running = append(out.Running, protocol.AtRiskRunning{
 			RunID: c.RunID, TIID: c.TIID, TaskID: c.TaskID, TryNumber: c.TryNumber, AgentID: c.AgentID, Started: c.Started,
 			LastHeartbeatAt: c.LastHeartbeatAt, Silent: protocol.Duration(c.Age), Overdue: protocol.Duration(c.Age - hb),
-			TimeLeft: protocol.Duration(max(th.AgentLost-c.Age, 0)), Decision: reap.EventKind, Outcome: reap.Message,
+			TimeLeft: protocol.Duration(max(th.AgentLost-c.Age, 0)), Decision: string(reap.EventKind), Outcome: reap.Message,
 		})
 	}
 	return nil
@@ -103,14 +104,14 @@ func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds
 // last mass-silence brake verdict.
 func (r *Reapers) atRiskGrace(_ context.Context, now time.Time, term *Term, th Thresholds, out *protocol.AtRisk) {
 	if term == nil {
-		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: ReaperAgentLost,
+		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: string(state.ReaperAgentLost),
 			Message: "this replica does not lead: the leader's post-leadership grace is not known here"})
 		return
 	}
 	if g := graceNotice("agent-lost", now, *term, th); g != "" {
-		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: ReaperAgentLost, Message: g})
+		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: string(state.ReaperAgentLost), Message: g})
 	}
 	if b := r.Brake(); b.Engaged {
-		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: ReaperAgentLost, Message: b.Message})
+		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: string(state.ReaperAgentLost), Message: b.Message})
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
-	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // AtRisk, on a stepped clock: a heartbeat two intervals old is not at
@@ -21,7 +21,7 @@ import (
 func TestAtRiskListsWhatTheSweepLaterReaps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(twoTasks)
 	runID := e.trigger("two")
 	agent := e.register("host-3", nil, 4)
@@ -91,9 +91,9 @@ func TestLastSweepsRecordsRealPassesOnly(t *testing.T) {
 	at := e.dbNow().Add(time.Minute)
 	e.sweepAt(at, e.oldTerm())
 	sweeps := e.reapers.LastSweeps()
-	require.Len(t, sweeps, len(reaper.Names()))
+	require.Len(t, sweeps, len(state.Reapers()))
 	for i, sw := range sweeps {
-		assert.Equal(t, reaper.Names()[i], sw.Reaper)
+		assert.Equal(t, string(state.Reapers()[i]), sw.Reaper)
 		assert.True(t, sw.At.Equal(at), "%s swept at the reaper clock", sw.Reaper)
 		assert.Positive(t, sw.Duration.D())
 	}

@@ -23,7 +23,7 @@ import (
 func backlogEnv(t *testing.T, batch, n int) (*env, int64, time.Time) {
 	t.Helper()
 	e := newEnv(t)
-	e.only(reaper.ReaperDispatchLost)
+	e.only(state.ReaperDispatchLost)
 	var err error
 	e.reapers, err = reaper.New(reaper.Config{
 		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },

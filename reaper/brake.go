@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // The mass-silence brake, after the Kubernetes node lifecycle controller's
@@ -101,7 +102,7 @@ func (r *Reapers) ResetBrake() {
 // name has not yet honoured, and marks it honoured by the pass at now:
 // each such request lets one pass of each held reaper through, every page
 // of it (the pages of one pass share now). A failed read honours nothing.
-func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, now time.Time, term Term) (time.Time, bool) {
+func (r *Reapers) forcedThroughFollower(ctx context.Context, name state.Reaper, now time.Time, term Term) (time.Time, bool) {
 	at, err := r.cfg.Store.ForcedSweepRequestedAt(ctx)
 	if err != nil {
 		r.log.Warn("could not read forced sweep requests; the brake holds", "err", err)
@@ -120,7 +121,7 @@ func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, now ti
 		return time.Time{}, false
 	}
 	if r.forced == nil {
-		r.forced = map[string]honoured{}
+		r.forced = map[state.Reaper]honoured{}
 	}
 	r.forced[name] = honoured{request: at, pass: now}
 	return at, true
@@ -131,7 +132,7 @@ func (r *Reapers) forcedThroughFollower(ctx context.Context, name string, now ti
 // reap, or a dry run) is never held, and its notice says the brake was
 // bypassed. An error (the agents could not be read) holds the pass as the
 // reaper's list error would.
-func (r *Reapers) holdForSilence(ctx context.Context, name string, now time.Time, term Term, th Thresholds) (bool, string, error) {
+func (r *Reapers) holdForSilence(ctx context.Context, name state.Reaper, now time.Time, term Term, th Thresholds) (bool, string, error) {
 	ms := r.ms
 	if !ms.Enabled() {
 		return false, "", nil
@@ -160,7 +161,7 @@ func (r *Reapers) holdForSilence(ctx context.Context, name string, now time.Time
 			v.Message, at.UTC().Format(time.RFC3339)), nil
 	}
 	decision := metrics.DecisionAgentLostHeld
-	if name == ReaperDispatchLost {
+	if name == state.ReaperDispatchLost {
 		decision = metrics.DecisionDispatchLostHeld
 	}
 	r.cfg.Metrics.Decide(decision)

@@ -21,7 +21,7 @@ import (
 func fleet(t *testing.T) (*env, int64, []int64, []store.ClaimedTask) {
 	t.Helper()
 	e := newEnv(t)
-	e.focus = map[string]bool{reaper.ReaperAgentLost: true, reaper.ReaperDispatchLost: true}
+	e.focus = map[state.Reaper]bool{state.ReaperAgentLost: true, state.ReaperDispatchLost: true}
 	e.th.Orphan = 24 * time.Hour
 	e.apply("dag_id: fleet\nmax_active_tasks: 5\ntasks:\n" +
 		"  - id: t0\n    command: [\"true\"]\n  - id: t1\n    command: [\"true\"]\n" +

@@ -32,7 +32,7 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 	if grace := graceNotice("dispatch-lost", now, term, th); grace != "" {
 		return nil, grace, nil
 	}
-	held, notice, err := r.holdForSilence(ctx, ReaperDispatchLost, now, term, th)
+	held, notice, err := r.holdForSilence(ctx, state.ReaperDispatchLost, now, term, th)
 	if err != nil || held {
 		return nil, notice, err
 	}
@@ -55,7 +55,7 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 
 func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSince time.Time) plan {
 	cand := protocol.ReapCandidate{
-		Reaper: ReaperDispatchLost, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID, TryNumber: c.TryNumber,
+		Reaper: string(state.ReaperDispatchLost), RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID, TryNumber: c.TryNumber,
 		Signal: "queued_at", SignalAt: c.QueuedAt, Age: protocol.Duration(c.Age),
 	}
 	queuedFor := fmt.Sprintf("queued for %s (threshold %s)", c.Age.Round(time.Second), th.DispatchLost)
@@ -77,7 +77,7 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 	}
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber,
-		State: state.TIFailed, Reason: state.ReasonDispatchLost, Message: cand.Message, EventKind: cand.Decision,
+		State: state.TIFailed, Reason: state.ReasonDispatchLost, Message: cand.Message, EventKind: state.EventKind(cand.Decision),
 		WhereState: state.TIQueued, WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
 	}
 	return plan{ReapCandidate: cand, reap: &reap}

@@ -15,6 +15,7 @@ import (
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/reaper/reapertest"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -36,7 +37,7 @@ type env struct {
 	clock   *reapertest.Clock
 	reapers *reaper.Reapers
 	th      reaper.Thresholds
-	focus   map[string]bool // reapers whose candidates sweepAt reports
+	focus   map[state.Reaper]bool // reapers whose candidates sweepAt reports
 }
 
 func newEnv(t *testing.T) *env {
@@ -51,7 +52,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(raw.Close)
 	require.NoError(t, st.AcquireFence(ctx, epoch, "test"))
 	e := &env{t: t, ctx: ctx, url: url, store: st, raw: raw, metrics: metrics.New(), clock: reapertest.NewClock(time.Time{}), th: reaper.DefaultThresholds(),
-		focus: map[string]bool{reaper.ReaperAgentLost: true, reaper.ReaperDispatchLost: true, reaper.ReaperOrphan: true}}
+		focus: map[state.Reaper]bool{state.ReaperAgentLost: true, state.ReaperDispatchLost: true, state.ReaperOrphan: true}}
 	e.reapers = e.reapersOn(st, e.clock)
 	return e
 }
@@ -173,7 +174,7 @@ func (e *env) sweepAt(now time.Time, term reaper.Term) protocol.ReapReport {
 	require.Empty(e.t, rep.Errors)
 	kept := rep.Candidates[:0]
 	for _, c := range rep.Candidates {
-		if e.focus[c.Reaper] {
+		if e.focus[state.Reaper(c.Reaper)] {
 			kept = append(kept, c)
 		}
 	}
@@ -190,24 +191,24 @@ func (e *env) eventKinds(runID int64) []string {
 	require.NoError(e.t, err)
 	kinds := make([]string, len(evs))
 	for i, ev := range evs {
-		kinds[i] = ev.Kind
+		kinds[i] = string(ev.Kind)
 	}
 	return kinds
 }
 
 // only pushes the other reapers' thresholds out of reach, so a test that
 // steps the clock far ahead sees just the reaper it is about.
-func (e *env) only(name string) {
-	e.focus = map[string]bool{name: true}
+func (e *env) only(name state.Reaper) {
+	e.focus = map[state.Reaper]bool{name: true}
 	far := 24 * time.Hour
 	switch name {
-	case reaper.ReaperAgentLost:
+	case state.ReaperAgentLost:
 		e.th.DispatchLost, e.th.Orphan = far, far
-	case reaper.ReaperDispatchLost:
+	case state.ReaperDispatchLost:
 		e.th.Orphan = far
-	case reaper.ReaperOrphan:
+	case state.ReaperOrphan:
 		e.th.DispatchLost = far
-	case reaper.ReaperRunTimeout:
+	case state.ReaperRunTimeout:
 		e.th.AgentLost, e.th.DispatchLost, e.th.Orphan = far, far, far
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -42,7 +41,7 @@ tasks:
 func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(wideLate)
 	runID := e.trigger("wide")
 	agent := e.register("w", nil, 2)
@@ -56,7 +55,7 @@ func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 	require.Contains(t, byTask, "x")
 	e.started(agent, tasks...)
 	exit := 1
-	_, _, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: byTask["x"].Attempt, Outcome: store.OutcomeFailed, ExitCode: &exit})
+	_, _, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: byTask["x"].Attempt, Outcome: state.OutcomeFailed, ExitCode: &exit})
 	require.NoError(t, err)
 	e.sweepAt(e.dbNow().Add(100*time.Second), e.oldTerm())
 	require.Equal(t, state.TIFailed, e.ti(runID, "a").State)
@@ -77,7 +76,7 @@ func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"b": 1, "c": 1, "d": 1, "y": 1}, upstreamFailedEvents())
 
-	_, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: byTask["a"].Attempt, Outcome: store.OutcomeSuccess})
+	_, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: byTask["a"].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err)
 	require.True(t, late)
 	assert.Equal(t, state.TINone, e.ti(runID, "b").State, "b depends on a alone")
@@ -86,7 +85,7 @@ func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 	assert.Equal(t, state.TIUpstreamFailed, e.ti(runID, "y").State, "y does not depend on a at all")
 	reopened := 0
 	for _, k := range e.eventKinds(runID) {
-		if k == store.EventTIReopened {
+		if k == string(state.EventTIReopened) {
 			reopened++
 		}
 	}
@@ -106,7 +105,7 @@ func TestLateSuccessReopensExactlyItsDependents(t *testing.T) {
 func TestLateSuccessAfterRunEndIsRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n    retries: 0\n")
 	runID := e.trigger("one")
 	agent := e.register("w", nil, 1)
@@ -118,13 +117,13 @@ func TestLateSuccessAfterRunEndIsRecorded(t *testing.T) {
 	require.Equal(t, state.RunFailed, e.run(runID).State, "the run ended right after the reap")
 	require.Equal(t, state.ReasonAgentLost, e.ti(runID, "a").Reason)
 
-	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err, "a completion for the current attempt is never refused")
 	assert.True(t, late)
 	assert.Equal(t, state.TIFailed, got, "the TI keeps the state the run ended with")
 
 	// A replay (the agent retrying after a lost reply) records nothing more.
-	got, late, err = e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	got, late, err = e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err)
 	assert.False(t, late, "already recorded")
 	assert.Equal(t, state.TIFailed, got)
@@ -135,13 +134,13 @@ func TestLateSuccessAfterRunEndIsRecorded(t *testing.T) {
 	assert.Equal(t, state.TIFailed, a.State)
 	require.NotNil(t, a.Late, "runs show carries the late outcome")
 	assert.False(t, a.Late.Accepted)
-	assert.Equal(t, store.OutcomeSuccess, a.Late.Outcome)
+	assert.Equal(t, state.OutcomeSuccess, a.Late.Outcome)
 	assert.Equal(t, 1, a.Late.TryNumber)
 	assert.Equal(t, tasks[0].AttemptID, a.Late.AttemptID)
 	assert.Contains(t, a.Late.Message, "after the run ended failed")
 	n := 0
 	for _, k := range e.eventKinds(runID) {
-		if k == store.EventLateRecorded {
+		if k == string(state.EventLateRecorded) {
 			n++
 		}
 	}
@@ -149,8 +148,8 @@ func TestLateSuccessAfterRunEndIsRecorded(t *testing.T) {
 
 	// A late failure agrees with the reaper and is still refused.
 	exit := 1
-	_, _, err = e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeFailed, ExitCode: &exit})
+	_, _, err = e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeFailed, ExitCode: &exit})
 	var stale *store.StaleAttemptError
 	require.ErrorAs(t, err, &stale)
-	assert.Equal(t, store.StopReaped, stale.Reason)
+	assert.Equal(t, state.StopReaped, stale.Reason)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // planOrphans is the orphan-run reaper (docs/design.md §6 row 3; Leoflow
@@ -25,7 +26,7 @@ func (r *Reapers) planOrphans(ctx context.Context, now time.Time, _ Term, th Thr
 	plans := make([]plan, 0, len(runs))
 	for _, c := range runs {
 		cand := protocol.ReapCandidate{
-			Reaper: ReaperOrphan, RunID: c.RunID, Signal: "last_change", SignalAt: c.LastChange, Age: protocol.Duration(c.Age),
+			Reaper: string(state.ReaperOrphan), RunID: c.RunID, Signal: "last_change", SignalAt: c.LastChange, Age: protocol.Duration(c.Age),
 		}
 		idle := fmt.Sprintf("run unchanged for %s (threshold %s) with no active task instance", c.Age.Round(time.Second), th.Orphan)
 		if c.AllTerminal {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // One pass keeps listing while whole pages land, so a backlog of stale
@@ -17,7 +18,7 @@ import (
 func TestOnePassReapsPageAfterPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	var err error
 	e.reapers, err = reaper.New(reaper.Config{
 		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },

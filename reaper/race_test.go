@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
-	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -62,7 +61,7 @@ func (e *env) sweepNow() protocol.ReapReport {
 func TestRaceHeartbeatVersusAgentLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(manyTasks("hb", raceRounds))
 	runID := e.trigger("hb")
 	agent := e.register("w", nil, 1000)
@@ -100,7 +99,7 @@ func TestRaceHeartbeatVersusAgentLost(t *testing.T) {
 func TestRaceCompletionVersusAgentLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(manyTasks("done", raceRounds))
 	runID := e.trigger("done")
 	agent := e.register("w", nil, 1000)
@@ -115,7 +114,7 @@ func TestRaceCompletionVersusAgentLost(t *testing.T) {
 		race(6*time.Millisecond,
 			func() {
 				_, _, completeErr = e.store.Complete(e.ctx, agent, store.Completion{
-					Attempt: task.Attempt, Outcome: store.OutcomeFailed, ExitCode: &exit})
+					Attempt: task.Attempt, Outcome: state.OutcomeFailed, ExitCode: &exit})
 			},
 			func() { e.sweepNow() },
 		)
@@ -140,7 +139,7 @@ func TestRaceCompletionVersusAgentLost(t *testing.T) {
 func TestRaceClaimVersusDispatchLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperDispatchLost)
+	e.only(state.ReaperDispatchLost)
 	e.apply("dag_id: tagged\ntasks:\n  - id: x\n    command: [\"true\"]\n    tags: [special]\n")
 	agent := e.register("special-box", []string{"special"}, 1000)
 	wins := map[string]int{}
@@ -171,7 +170,7 @@ func TestRaceClaimVersusDispatchLost(t *testing.T) {
 		}
 		// Finish claimed work so capacity and the next round stay clean.
 		for _, c := range claimed {
-			_, _, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: c.Attempt, Outcome: store.OutcomeSuccess})
+			_, _, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: c.Attempt, Outcome: state.OutcomeSuccess})
 			require.NoError(t, err)
 		}
 	}
@@ -183,7 +182,7 @@ func TestRaceClaimVersusDispatchLost(t *testing.T) {
 func TestRaceSuccessVersusAgentLostIsNeverLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(manyTasks("ok", raceRounds))
 	runID := e.trigger("ok")
 	agent := e.register("w", nil, 1000)
@@ -197,7 +196,7 @@ func TestRaceSuccessVersusAgentLostIsNeverLost(t *testing.T) {
 		var wasLate bool
 		race(6*time.Millisecond,
 			func() {
-				_, wasLate, completeErr = e.store.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: store.OutcomeSuccess})
+				_, wasLate, completeErr = e.store.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: state.OutcomeSuccess})
 			},
 			func() { e.sweepNow() },
 		)

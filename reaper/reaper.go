@@ -27,6 +27,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -87,10 +88,10 @@ type Reapers struct {
 	log *slog.Logger
 	ms  MassSilence
 
-	brakeMu sync.Mutex                      // guards brake, forced and sweeps
-	brake   Brake                           // the mass-silence brake's last verdict, for health
-	forced  map[string]honoured             // per reaper: the follower-forced sweep request it last honoured
-	sweeps  map[string]protocol.ReaperSweep // per reaper: its last pass that wrote (not a dry run)
+	brakeMu sync.Mutex                            // guards brake, forced and sweeps
+	brake   Brake                                 // the mass-silence brake's last verdict, for health
+	forced  map[state.Reaper]honoured             // per reaper: the follower-forced sweep request it last honoured
+	sweeps  map[state.Reaper]protocol.ReaperSweep // per reaper: its last pass that wrote (not a dry run)
 }
 
 // New validates cfg.
@@ -130,66 +131,48 @@ type plan struct {
 // reaperFunc lists and classifies one reaper's candidates at now.
 type reaperFunc func(ctx context.Context, now time.Time, term Term, th Thresholds) ([]plan, string, error)
 
-// Names lists every reaper, in the order a full sweep runs them.
-func Names() []string {
-	return []string{ReaperAgentInactive, ReaperAgentLost, ReaperExecutionTimeout, ReaperRunTimeout,
-		ReaperDispatchLost, ReaperOrphan}
-}
-
-func (r *Reapers) reaper(name string) reaperFunc {
+func (r *Reapers) reaper(name state.Reaper) reaperFunc {
 	switch name {
-	case ReaperAgentInactive:
+	case state.ReaperAgentInactive:
 		return r.planInactiveAgents
-	case ReaperAgentLost:
+	case state.ReaperAgentLost:
 		return r.planAgentLost
-	case ReaperExecutionTimeout:
+	case state.ReaperExecutionTimeout:
 		return r.planExecutionTimeouts
-	case ReaperRunTimeout:
+	case state.ReaperRunTimeout:
 		return r.planRunTimeouts
-	case ReaperDispatchLost:
+	case state.ReaperDispatchLost:
 		return r.planDispatchLost
-	case ReaperOrphan:
+	case state.ReaperOrphan:
 		return r.planOrphans
 	}
 	return nil
 }
-
-// Reaper names, used in metric labels (<name>_list_error, <name>_error)
-// and vigil_reaper_duration_seconds{reaper}.
-const (
-	ReaperAgentLost    = "agent_lost"
-	ReaperDispatchLost = "dispatch_lost"
-	ReaperOrphan       = "orphan"
-	// The docs/design.md §7 additions from Strøm.
-	ReaperAgentInactive    = "agent_inactive"
-	ReaperExecutionTimeout = "execution_timeout"
-	ReaperRunTimeout       = "run_timeout"
-)
 
 // Sweep runs every reaper once for term and returns what each did. A
 // failed list query counts <reaper>_list_error and the next sweep retries;
 // a failing or panicking candidate counts <reaper>_error and does not stop
 // the others. A fenced write aborts the sweep with the *store.FencedError.
 func (r *Reapers) Sweep(ctx context.Context, term Term) (protocol.ReapReport, error) {
-	return r.run(ctx, term, false, Names())
+	return r.run(ctx, term, false, state.Reapers())
 }
 
 // DryRun lists every candidate of every reaper, with its signal, age and
 // the decision it would get, and writes nothing (vigil reap --dry-run).
 func (r *Reapers) DryRun(ctx context.Context, term Term) (protocol.ReapReport, error) {
-	return r.run(ctx, term, true, Names())
+	return r.run(ctx, term, true, state.Reapers())
 }
 
 // Pass runs the one reaper called name (one of Names) for term: the
 // service that owns it calls this on its own interval.
-func (r *Reapers) Pass(ctx context.Context, name string, term Term) (protocol.ReapReport, error) {
+func (r *Reapers) Pass(ctx context.Context, name state.Reaper, term Term) (protocol.ReapReport, error) {
 	if r.reaper(name) == nil {
 		return protocol.ReapReport{}, fmt.Errorf("reaper: unknown reaper %q", name)
 	}
-	return r.run(ctx, term, false, []string{name})
+	return r.run(ctx, term, false, []state.Reaper{name})
 }
 
-func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) (protocol.ReapReport, error) {
+func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []state.Reaper) (protocol.ReapReport, error) {
 	rep := protocol.ReapReport{DryRun: dry, Candidates: []protocol.ReapCandidate{}}
 	now, err := r.cfg.Clock.Now(ctx)
 	if err != nil {
@@ -205,7 +188,7 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 		errsBefore := len(rep.Errors)
 		err := r.pages(ctx, name, now, term, th, dry, &rep)
 		if !dry {
-			r.cfg.Metrics.ReaperDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			r.cfg.Metrics.ReaperDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())
 			r.recordSweep(name, now, time.Since(start), rep.Candidates[before:], len(rep.Errors)-errsBefore)
 		}
 		if err != nil {
@@ -216,8 +199,8 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []string) 
 }
 
 // recordSweep keeps name's last pass for LastSweeps.
-func (r *Reapers) recordSweep(name string, at time.Time, took time.Duration, cands []protocol.ReapCandidate, errs int) {
-	sw := protocol.ReaperSweep{Reaper: name, At: at, Duration: protocol.Duration(took), Candidates: len(cands), Errors: errs}
+func (r *Reapers) recordSweep(name state.Reaper, at time.Time, took time.Duration, cands []protocol.ReapCandidate, errs int) {
+	sw := protocol.ReaperSweep{Reaper: string(name), At: at, Duration: protocol.Duration(took), Candidates: len(cands), Errors: errs}
 	for _, c := range cands {
 		if c.Applied {
 			sw.Applied++
@@ -226,7 +209,7 @@ func (r *Reapers) recordSweep(name string, at time.Time, took time.Duration, can
 	r.brakeMu.Lock()
 	defer r.brakeMu.Unlock()
 	if r.sweeps == nil {
-		r.sweeps = map[string]protocol.ReaperSweep{}
+		r.sweeps = map[state.Reaper]protocol.ReaperSweep{}
 	}
 	r.sweeps[name] = sw
 }
@@ -237,7 +220,7 @@ func (r *Reapers) LastSweeps() []protocol.ReaperSweep {
 	r.brakeMu.Lock()
 	defer r.brakeMu.Unlock()
 	out := []protocol.ReaperSweep{}
-	for _, name := range Names() {
+	for _, name := range state.Reapers() {
 		if sw, ok := r.sweeps[name]; ok {
 			out = append(out, sw)
 		}
@@ -250,13 +233,13 @@ func (r *Reapers) LastSweeps() []protocol.ReaperSweep {
 // next page is listed, so a pass keeps up with any number of stale rows
 // (River's rescuer loop). A dry run lists one page. It returns only a
 // fenced error; the others are in rep.
-func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Term, th Thresholds, dry bool, rep *protocol.ReapReport) error {
+func (r *Reapers) pages(ctx context.Context, name state.Reaper, now time.Time, term Term, th Thresholds, dry bool, rep *protocol.ReapReport) error {
 	for ctx.Err() == nil {
 		plans, grace, err := r.reaper(name)(ctx, now, term, th)
 		for _, line := range strings.Split(strings.TrimSpace(grace), "\n") {
-			rep.AddGrace(protocol.GraceNotice{Reaper: name, Message: strings.TrimSpace(line)})
+			rep.AddGrace(protocol.GraceNotice{Reaper: string(name), Message: strings.TrimSpace(line)})
 		}
-		if err == nil && dry && name == ReaperDispatchLost && len(plans) < r.cfg.Batch &&
+		if err == nil && dry && name == state.ReaperDispatchLost && len(plans) < r.cfg.Batch &&
 			graceNotice(name, now, term, th) == "" {
 			// A dry run also shows the backlog a pass leaves alone.
 			var backlog []plan
@@ -264,7 +247,7 @@ func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Te
 			plans = append(plans, backlog...)
 		}
 		if err != nil {
-			r.cfg.Metrics.Decide(name + metrics.DecisionSuffixListError)
+			r.cfg.Metrics.Decide(string(name) + metrics.DecisionSuffixListError)
 			r.log.Warn("reaper list query failed; next sweep retries", "reaper", name, "err", err)
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", name, err))
 			return nil
@@ -295,7 +278,7 @@ func (r *Reapers) pages(ctx context.Context, name string, now time.Time, term Te
 // is counted as <reaper>_error and does not stop the others. It returns
 // the candidate errors, how many batched writes landed (rows that left
 // the candidate set), and a *store.FencedError that ends the pass.
-func (r *Reapers) applyAll(ctx context.Context, name string, epoch int64, plans []plan) ([]string, int, error) {
+func (r *Reapers) applyAll(ctx context.Context, name state.Reaper, epoch int64, plans []plan) ([]string, int, error) {
 	var reaps, agents []int
 	for i, p := range plans {
 		switch {
@@ -417,13 +400,13 @@ func (r *Reapers) single(p plan) func(ctx context.Context, epoch int64) (bool, e
 
 // act applies one plan in isolation: a panic or error is counted as
 // <reaper>_error; a landed write counts its decision and logs it.
-func (r *Reapers) act(ctx context.Context, name string, epoch int64, p plan) (applied bool, err error) {
+func (r *Reapers) act(ctx context.Context, name state.Reaper, epoch int64, p plan) (applied bool, err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			err = fmt.Errorf("%s: candidate run %d panicked: %v", name, p.RunID, rec)
 		}
 		if err != nil && !store.IsFenced(err) {
-			r.cfg.Metrics.Decide(name + metrics.DecisionSuffixCandidateError)
+			r.cfg.Metrics.Decide(string(name) + metrics.DecisionSuffixCandidateError)
 			r.log.Error("reaper candidate failed", "reaper", name, "run_id", p.RunID, "ti_id", p.TIID, "err", err)
 		}
 	}()
@@ -438,7 +421,7 @@ func (r *Reapers) act(ctx context.Context, name string, epoch int64, p plan) (ap
 
 // record counts and logs a decision that landed, or logs the lost race.
 // It returns applied.
-func (r *Reapers) record(ctx context.Context, name string, epoch int64, p plan, applied bool) bool {
+func (r *Reapers) record(ctx context.Context, name state.Reaper, epoch int64, p plan, applied bool) bool {
 	if !applied {
 		r.log.Info("reaper lost the race: the signal changed before the write", "reaper", name,
 			"decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID)

@@ -55,13 +55,13 @@ func TestAgentLostFailsStartedTasksAndRespectsRetryBudget(t *testing.T) {
 	stops, _, err := e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
 	require.NoError(t, err)
 	require.Len(t, stops, 1)
-	assert.Equal(t, store.StopReaped, stops[0].Reason)
+	assert.Equal(t, state.StopReaped, stops[0].Reason)
 }
 
 func TestAgentLostLeavesUnobservedTasksAlone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(twoTasks)
 	runID := e.trigger("two")
 	// A running TI that never heartbeated and has no claim (e.g. written by
@@ -78,7 +78,7 @@ func TestAgentLostLeavesUnobservedTasksAlone(t *testing.T) {
 func TestNeverStartedIsRequeuedThenHitsTheAttemptCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n    retries: 3\n")
 	runID := e.trigger("one")
 	agent := e.register("w", nil, 1)
@@ -114,7 +114,7 @@ func TestNeverStartedIsRequeuedThenHitsTheAttemptCap(t *testing.T) {
 func TestPostLeadershipGraceHolds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply(twoTasks)
 	runID := e.trigger("two")
 	agent := e.register("w", nil, 4)
@@ -207,7 +207,7 @@ func TestDispatchLostNeedsQueuedAtAndAge(t *testing.T) {
 func TestOrphanRunReaper(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperOrphan)
+	e.only(state.ReaperOrphan)
 	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n")
 	done, stuck, active := e.trigger("chain"), e.trigger("chain"), e.trigger("chain")
 	// Finalizable: every TI terminal but the run left running (a crash
@@ -310,7 +310,7 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 
 	// The partitioned agent finished both; its buffered successes arrive.
 	for _, task := range []store.ClaimedTask{a, b} {
-		got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: store.OutcomeSuccess})
+		got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: state.OutcomeSuccess})
 		require.NoError(t, err, task.TaskID)
 		assert.Equal(t, state.TISuccess, got)
 		assert.True(t, late)
@@ -330,7 +330,7 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 	e.schedule()
 	second := e.claim(agent, 1)
 	require.Len(t, second, 1)
-	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: first[0].Attempt, Outcome: store.OutcomeSuccess})
+	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: first[0].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err)
 	assert.True(t, late)
 	assert.Equal(t, state.TIRunning, got)
@@ -342,7 +342,7 @@ func TestLateSuccessAfterAgentLostIsAccepted(t *testing.T) {
 func TestDispatchLostWaitsOutThePostLeadershipGrace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperDispatchLost)
+	e.only(state.ReaperDispatchLost)
 	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n")
 	runID := e.trigger("one")
 	e.register("w", nil, 1)
@@ -376,7 +376,7 @@ func TestLateSuccessAfterDispatchLostIsAccepted(t *testing.T) {
 	e.sweepNow()
 	require.Equal(t, state.ReasonDispatchLost, e.ti(runID, "a").Reason)
 
-	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	got, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err)
 	assert.True(t, late)
 	assert.Equal(t, state.TISuccess, got)
@@ -388,7 +388,7 @@ func TestLateSuccessAfterDispatchLostIsAccepted(t *testing.T) {
 func TestLateSuccessReopensUpstreamFailedDependents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	// c keeps the run alive (queued) while a is reaped and b fails upstream.
 	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n  - id: c\n    command: [\"true\"]\n")
 	runID := e.trigger("chain")
@@ -401,7 +401,7 @@ func TestLateSuccessReopensUpstreamFailedDependents(t *testing.T) {
 	e.schedule()
 	require.Equal(t, state.TIUpstreamFailed, e.ti(runID, "b").State)
 
-	_, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	_, late, err := e.store.Complete(e.ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err)
 	require.True(t, late)
 	assert.Equal(t, state.TINone, e.ti(runID, "b").State)

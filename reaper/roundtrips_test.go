@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/chaos"
-	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -53,7 +53,7 @@ func TestSweepRoundTripsBoundTheChaosStretch(t *testing.T) {
 	require.Empty(t, rep.Errors)
 	applied := 0
 	for _, c := range rep.Candidates {
-		if c.Applied && c.Reaper == reaper.ReaperAgentLost {
+		if c.Applied && c.Reaper == string(state.ReaperAgentLost) {
 			applied++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/maintenance"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // DefaultSweepInterval is each reaper service's interval when its
@@ -16,9 +17,9 @@ const DefaultSweepInterval = 10 * time.Second
 
 // ServiceConfig configures one reaper's service.
 type ServiceConfig struct {
-	// Name is the reaper the service runs, one of Names; it also names
-	// the service in logs and health.
-	Name string
+	// Name is the reaper the service runs, one of state.Reapers(); it also
+	// names the service in logs and health.
+	Name state.Reaper
 	// Interval is the time between passes when no reap request wakes the
 	// service; default DefaultSweepInterval.
 	Interval time.Duration
@@ -28,7 +29,7 @@ type ServiceConfig struct {
 }
 
 // Service runs one reaper on its own interval while the replica leads;
-// the leader starts one per name in Names. It holds nothing between
+// the leader starts one per name in state.Reapers(). It holds nothing between
 // passes: the reaper's last sweep and brake verdict live in Reapers.
 type Service struct {
 	cfg     ServiceConfig
@@ -40,7 +41,7 @@ type Service struct {
 // nil Term.
 func (r *Reapers) NewService(cfg ServiceConfig) *Service {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultSweepInterval)
-	if !slices.Contains(Names(), cfg.Name) || cfg.Interval < 0 || cfg.Term == nil {
+	if !slices.Contains(state.Reapers(), cfg.Name) || cfg.Interval < 0 || cfg.Term == nil {
 		panic(fmt.Sprintf("reaper: service %q needs a known reaper name, a positive interval and a Term", cfg.Name))
 	}
 	return &Service{cfg: cfg, reapers: r}
@@ -49,7 +50,7 @@ func (r *Reapers) NewService(cfg ServiceConfig) *Service {
 // Maintenance returns the maintenance service that runs runOnce every
 // Interval, and early on each wake (a reap request, store.ChanReap).
 func (s *Service) Maintenance(wake <-chan struct{}) *maintenance.Service {
-	return maintenance.New(maintenance.Config{Name: s.cfg.Name, Interval: s.cfg.Interval, Wake: wake}, s.runOnce)
+	return maintenance.New(maintenance.Config{Name: string(s.cfg.Name), Interval: s.cfg.Interval, Wake: wake}, s.runOnce)
 }
 
 // runOnce runs the reaper once for the current term (Reapers.Pass); it

@@ -28,8 +28,8 @@ func TestReaperServicePassRunsItsReaperForTheCurrentTerm(t *testing.T) {
 
 	var term *reaper.Term
 	current := func() *reaper.Term { return term }
-	lost := e.reapers.NewService(reaper.ServiceConfig{Name: reaper.ReaperAgentLost, Term: current})
-	orphan := e.reapers.NewService(reaper.ServiceConfig{Name: reaper.ReaperOrphan, Term: current})
+	lost := e.reapers.NewService(reaper.ServiceConfig{Name: state.ReaperAgentLost, Term: current})
+	orphan := e.reapers.NewService(reaper.ServiceConfig{Name: state.ReaperOrphan, Term: current})
 
 	require.NoError(t, lost.RunOnceForTest(e.ctx))
 	assert.Equal(t, state.TIRunning, e.ti(runID, "a").State, "no term: no pass")
@@ -44,9 +44,9 @@ func TestReaperServicePassRunsItsReaperForTheCurrentTerm(t *testing.T) {
 	assert.Equal(t, state.TIFailed, e.ti(runID, "b").State)
 	sweeps := e.reapers.LastSweeps()
 	require.Len(t, sweeps, 2)
-	assert.Equal(t, reaper.ReaperAgentLost, sweeps[0].Reaper)
+	assert.Equal(t, string(state.ReaperAgentLost), sweeps[0].Reaper)
 	assert.Equal(t, 2, sweeps[0].Applied)
-	assert.Equal(t, reaper.ReaperOrphan, sweeps[1].Reaper)
+	assert.Equal(t, string(state.ReaperOrphan), sweeps[1].Reaper)
 
 	term = &reaper.Term{Epoch: epoch + 1, GraceStart: old.GraceStart}
 	e.exec(`UPDATE task_instances SET state = 'running' WHERE run_id = $1`, runID)
@@ -60,8 +60,8 @@ func TestReaperServiceConfig(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	term := func() *reaper.Term { return nil }
-	assert.Equal(t, reaper.ReaperOrphan, e.reapers.NewService(reaper.ServiceConfig{Name: reaper.ReaperOrphan, Term: term}).
+	assert.Equal(t, string(state.ReaperOrphan), e.reapers.NewService(reaper.ServiceConfig{Name: state.ReaperOrphan, Term: term}).
 		Maintenance(nil).Name())
 	assert.Panics(t, func() { e.reapers.NewService(reaper.ServiceConfig{Name: "nope", Term: term}) })
-	assert.Panics(t, func() { e.reapers.NewService(reaper.ServiceConfig{Name: reaper.ReaperOrphan}) })
+	assert.Panics(t, func() { e.reapers.NewService(reaper.ServiceConfig{Name: state.ReaperOrphan}) })
 }

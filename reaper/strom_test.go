@@ -23,7 +23,7 @@ func (e *env) agentState(id int64) string {
 func TestSilentAgentsAreMarkedInactiveAndReactivated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentInactive)
+	e.only(state.ReaperAgentInactive)
 	silent := e.register("silent", nil, 1)
 	alive := e.register("alive", nil, 1)
 	e.exec(`UPDATE agents SET last_heartbeat_at = now() - interval '5 minutes' WHERE id = $1`, silent)
@@ -54,7 +54,7 @@ func TestSilentAgentsAreMarkedInactiveAndReactivated(t *testing.T) {
 func TestExecutionTimeoutBackstop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperExecutionTimeout)
+	e.only(state.ReaperExecutionTimeout)
 	e.apply(`dag_id: slow
 tasks:
   - id: bounded
@@ -88,7 +88,7 @@ tasks:
 	stops, _, err := e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}, {Attempt: tasks[1].Attempt, Started: true}})
 	require.NoError(t, err)
 	require.Len(t, stops, 1, "only the timed-out attempt is stopped")
-	assert.Equal(t, store.StopReaped, stops[0].Reason)
+	assert.Equal(t, state.StopReaped, stops[0].Reason)
 }
 
 // Strøm phase 3: a run past its timeout is cancelled with run_timeout and
@@ -97,7 +97,7 @@ tasks:
 func TestRunTimeoutCancelsTheRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperRunTimeout)
+	e.only(state.ReaperRunTimeout)
 	e.apply("dag_id: bounded\ntimeout: 1m\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n")
 	e.apply("dag_id: free\ntasks:\n  - id: a\n    command: [\"true\"]\n")
 	timed := e.trigger("bounded")
@@ -132,7 +132,7 @@ func TestRunTimeoutCancelsTheRun(t *testing.T) {
 	stops, _, err := e.store.Heartbeat(e.ctx, agent, []store.HeartbeatEntry{{Attempt: timedAttempt, Started: true}})
 	require.NoError(t, err)
 	require.Len(t, stops, 1)
-	assert.Equal(t, store.StopCancelled, stops[0].Reason)
+	assert.Equal(t, state.StopCancelled, stops[0].Reason)
 
 	rep = e.sweepAt(e.dbNow().Add(time.Hour), e.oldTerm())
 	assert.Empty(t, rep.Candidates, "a terminal run is never timed out again")

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -22,7 +21,7 @@ import (
 func TestLateSuccessAfterTheRetryWasClaimedIsRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply("dag_id: sup\ntasks:\n  - id: a\n    retries: 1\n    command: [\"true\"]\n")
 	runID := e.trigger("sup")
 	first := e.register("first", nil, 1)
@@ -41,7 +40,7 @@ func TestLateSuccessAfterTheRetryWasClaimedIsRecorded(t *testing.T) {
 	require.Len(t, retry, 1)
 	require.NotEqual(t, reaped.AttemptID, retry[0].AttemptID)
 
-	late := store.Completion{Attempt: reaped.Attempt, Outcome: store.OutcomeSuccess}
+	late := store.Completion{Attempt: reaped.Attempt, Outcome: state.OutcomeSuccess}
 	st, recorded, err := e.store.Complete(e.ctx, first, late)
 	require.NoError(t, err, "the reaped attempt's success is not refused as stale")
 	assert.True(t, recorded)
@@ -56,12 +55,12 @@ func TestLateSuccessAfterTheRetryWasClaimedIsRecorded(t *testing.T) {
 	_, recorded, err = e.store.Complete(e.ctx, first, late)
 	require.NoError(t, err)
 	assert.False(t, recorded, "a replay records nothing more")
-	assert.Equal(t, 1, count(e.eventKinds(runID), store.EventLateRecorded))
+	assert.Equal(t, 1, count(e.eventKinds(runID), string(state.EventLateRecorded)))
 
-	failed := store.Completion{Attempt: reaped.Attempt, Outcome: store.OutcomeFailed}
+	failed := store.Completion{Attempt: reaped.Attempt, Outcome: state.OutcomeFailed}
 	_, _, err = e.store.Complete(e.ctx, first, failed)
 	require.Error(t, err, "a reaped attempt's late failure is still refused")
-	_, _, err = e.store.Complete(e.ctx, second, store.Completion{Attempt: reaped.Attempt, Outcome: store.OutcomeSuccess})
+	_, _, err = e.store.Complete(e.ctx, second, store.Completion{Attempt: reaped.Attempt, Outcome: state.OutcomeSuccess})
 	require.Error(t, err, "another agent cannot complete the reaped attempt")
 }
 
@@ -86,7 +85,7 @@ func count(xs []string, x string) int {
 func TestLateSuccessOfARequeuedAttemptIsRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.only(reaper.ReaperAgentLost)
+	e.only(state.ReaperAgentLost)
 	e.apply("dag_id: req\ntasks:\n  - id: a\n    command: [\"true\"]\n")
 	runID := e.trigger("req")
 	first := e.register("first", nil, 1)
@@ -104,7 +103,7 @@ func TestLateSuccessOfARequeuedAttemptIsRecorded(t *testing.T) {
 	require.NotEqual(t, requeued.AttemptID, again[0].AttemptID)
 	require.Equal(t, requeued.TryNumber, again[0].TryNumber, "a requeue spends no try")
 
-	late := store.Completion{Attempt: requeued.Attempt, Outcome: store.OutcomeSuccess}
+	late := store.Completion{Attempt: requeued.Attempt, Outcome: state.OutcomeSuccess}
 	st, recorded, err := e.store.Complete(e.ctx, first, late)
 	require.NoError(t, err, "the requeued attempt's success is not refused as stale")
 	assert.True(t, recorded)
@@ -118,7 +117,7 @@ func TestLateSuccessOfARequeuedAttemptIsRecorded(t *testing.T) {
 	_, recorded, err = e.store.Complete(e.ctx, first, late)
 	require.NoError(t, err)
 	assert.False(t, recorded, "a replay records nothing more")
-	assert.Equal(t, 1, count(e.eventKinds(runID), store.EventLateRecorded))
-	_, _, err = e.store.Complete(e.ctx, first, store.Completion{Attempt: requeued.Attempt, Outcome: store.OutcomeFailed})
+	assert.Equal(t, 1, count(e.eventKinds(runID), string(state.EventLateRecorded)))
+	_, _, err = e.store.Complete(e.ctx, first, store.Completion{Attempt: requeued.Attempt, Outcome: state.OutcomeFailed})
 	require.Error(t, err, "a requeued attempt's late failure is still refused")
 }

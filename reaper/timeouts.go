@@ -35,13 +35,13 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 			c.Age.Round(time.Second), c.ExecutionTimeout, th.AgentLost)
 		reap := store.Reap{
 			TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber, AttemptID: c.AttemptID, AgentID: c.AgentID,
-			Reason: state.ReasonExecutionTimeout, EventKind: metrics.DecisionExecutionTimeout,
+			Reason: state.ReasonExecutionTimeout, EventKind: state.EventExecutionTimeout,
 			WhereState: state.TIRunning, WhereStamp: c.StartedAt, StampColumn: store.StampStarted,
 		}
 		failTry(&reap, c.StaleRunning, what)
 		plans = append(plans, plan{
 			ReapCandidate: protocol.ReapCandidate{
-				Reaper: ReaperExecutionTimeout, Decision: reap.EventKind, RunID: c.RunID, TIID: ptr(c.TIID),
+				Reaper: string(state.ReaperExecutionTimeout), Decision: string(reap.EventKind), RunID: c.RunID, TIID: ptr(c.TIID),
 				TaskID: c.TaskID, TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "started_at",
 				SignalAt: c.StartedAt, Age: protocol.Duration(c.Age), Message: reap.Message,
 			},
@@ -67,7 +67,7 @@ func (r *Reapers) planRunTimeouts(ctx context.Context, now time.Time, _ Term, _ 
 			now.Sub(c.Since).Round(time.Second), map[bool]string{true: "started", false: "was queued"}[c.State == state.RunRunning])
 		plans = append(plans, plan{
 			ReapCandidate: protocol.ReapCandidate{
-				Reaper: ReaperRunTimeout, Decision: metrics.DecisionRunTimeout, RunID: c.RunID, Signal: "timeout_deadline",
+				Reaper: string(state.ReaperRunTimeout), Decision: metrics.DecisionRunTimeout, RunID: c.RunID, Signal: "timeout_deadline",
 				SignalAt: c.Deadline, Age: protocol.Duration(c.Overdue), Message: msg,
 			},
 			apply: func(ctx context.Context, epoch int64) (bool, error) {
@@ -94,7 +94,7 @@ func (r *Reapers) planInactiveAgents(ctx context.Context, now time.Time, term Te
 	for _, c := range agents {
 		plans = append(plans, plan{
 			ReapCandidate: protocol.ReapCandidate{
-				Reaper: ReaperAgentInactive, Decision: metrics.DecisionAgentInactive, AgentID: ptr(c.AgentID),
+				Reaper: string(state.ReaperAgentInactive), Decision: metrics.DecisionAgentInactive, AgentID: ptr(c.AgentID),
 				Signal: "agent_last_heartbeat_at", SignalAt: c.LastHeartbeatAt, Age: protocol.Duration(c.Age),
 				Message: fmt.Sprintf("agent %s (%d) silent for %s (threshold %s), %d running task instance(s): marked inactive",
 					c.Name, c.AgentID, c.Age.Round(time.Second), th.AgentLost, c.Running),

@@ -28,6 +28,7 @@ import (
 	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -153,7 +154,7 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	s.reapers = r
-	for _, name := range reaper.Names() {
+	for _, name := range state.Reapers() {
 		s.reaping = append(s.reaping, r.NewService(reaper.ServiceConfig{Name: name, Interval: cfg.SweepInterval, Term: s.currentTerm}))
 	}
 	return s, nil
@@ -345,9 +346,9 @@ func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
 		return protocol.ReapReport{}, err
 	}
 	all := protocol.ReapReport{Candidates: []protocol.ReapCandidate{}}
-	for _, name := range reaper.Names() {
+	for _, name := range state.Reapers() {
 		var rep protocol.ReapReport
-		err := g.Service(name).Exclusive(ctx, func(ctx context.Context) error {
+		err := g.Service(string(name)).Exclusive(ctx, func(ctx context.Context) error {
 			t := s.currentTerm()
 			if t == nil {
 				return ErrNotLeading
@@ -384,7 +385,7 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 	t := s.currentTerm()
 	if t == nil {
 		rep, err := s.reapers.DryRun(ctx, reaper.Term{})
-		rep.Grace = []protocol.GraceNotice{{Reaper: reaper.ReaperAgentLost,
+		rep.Grace = []protocol.GraceNotice{{Reaper: string(state.ReaperAgentLost),
 			Message: "this replica does not lead: candidates are listed without the leader's post-leadership grace"}}
 		return rep, err
 	}

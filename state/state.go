@@ -68,6 +68,19 @@ func (s TI) Active() bool {
 // Done reports whether s satisfies a dependent's all_success rule.
 func (s TI) Done() bool { return s == TISuccess || s == TISkipped }
 
+// FailsDependents reports whether a TI in s stops its dependents: they
+// become upstream_failed (a terminal state that is not Done).
+func (s TI) FailsDependents() bool { return s.Terminal() && !s.Done() }
+
+// Dispatched reports whether a TI in s is handed to the agents, waiting
+// for a claim or claimed: it holds one of its run's max_active_tasks
+// places, and vigil_task_instances counts it.
+func (s TI) Dispatched() bool { return s == TIQueued || s == TIRunning }
+
+// Culprit reports whether a TI in s carries the cause of its run's
+// failure: the run takes the reason of its first such TI.
+func (s TI) Culprit() bool { return s == TIFailed || s == TICancelled }
+
 // Run is the state of one DAG run.
 type Run string
 
@@ -95,6 +108,9 @@ func RunStates() []Run {
 func (s Run) Terminal() bool {
 	return s == RunSuccess || s == RunFailed || s == RunCancelled
 }
+
+// Live reports whether the run has not ended: queued or running.
+func (s Run) Live() bool { return !s.Terminal() }
 
 // Reason is the machine-readable cause recorded on a TI that ends failed
 // or cancelled, or is requeued, and on a run that fails (docs/design.md §3).
@@ -186,6 +202,19 @@ func Strings[T ~string](vs []T) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = string(v)
+	}
+	return out
+}
+
+// Where returns the values of list for which keep reports true, in their
+// order: Where(TIStates(), TI.Active) is the active states. The store
+// renders such lists into its SQL, so no layer spells a set out again.
+func Where[T any](list []T, keep func(T) bool) []T {
+	var out []T
+	for _, v := range list {
+		if keep(v) {
+			out = append(out, v)
+		}
 	}
 	return out
 }

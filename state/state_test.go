@@ -4,8 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +20,12 @@ func TestListsHaveNoDuplicates(t *testing.T) {
 	assertUnique(t, "TIStates", state.TIStates())
 	assertUnique(t, "RunStates", state.RunStates())
 	assertUnique(t, "Reasons", state.Reasons())
+	assertUnique(t, "Outcomes", state.Outcomes())
+	assertUnique(t, "Failures", state.Failures())
+	assertUnique(t, "StopReasons", state.StopReasons())
+	assertUnique(t, "AgentStates", state.AgentStates())
+	assertUnique(t, "Reapers", state.Reapers())
+	assertUnique(t, "EventKinds", state.EventKinds())
 }
 
 func assertUnique[T ~string](t *testing.T, name string, vs []T) {
@@ -30,15 +38,28 @@ func assertUnique[T ~string](t *testing.T, name string, vs []T) {
 	}
 }
 
-// declaredConsts parses state.go and returns, for each of the named
-// types, the string value of every constant declared with that type.
-// Like River's TestJobStates: a constant added to the file but not to
-// its list function fails the test below.
+// declaredConsts parses the package's non-test files and returns, for
+// each of the named types, the string value of every constant declared
+// with that type. Like River's TestJobStates: a constant added to a file
+// but not to its list function fails the test below.
 func declaredConsts(t *testing.T) map[string][]string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "state.go", nil, 0)
+	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	out := map[string][]string{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
+		declaredIn(t, f, out)
+	}
+	return out
+}
+
+func declaredIn(t *testing.T, f *ast.File, out map[string][]string) {
+	t.Helper()
 	for _, decl := range f.Decls {
 		gd, ok := decl.(*ast.GenDecl)
 		if !ok || gd.Tok != token.CONST {
@@ -59,7 +80,6 @@ func declaredConsts(t *testing.T) map[string][]string {
 			}
 		}
 	}
-	return out
 }
 
 func TestListsHoldEveryDeclaredConstant(t *testing.T) {
@@ -71,9 +91,15 @@ func TestListsHoldEveryDeclaredConstant(t *testing.T) {
 		{"TI", state.Strings(state.TIStates())},
 		{"Run", state.Strings(state.RunStates())},
 		{"Reason", state.Strings(state.Reasons())},
+		{"Outcome", state.Strings(state.Outcomes())},
+		{"Failure", state.Strings(state.Failures())},
+		{"StopReason", state.Strings(state.StopReasons())},
+		{"Agent", state.Strings(state.AgentStates())},
+		{"Reaper", state.Strings(state.Reapers())},
+		{"EventKind", state.Strings(state.EventKinds())},
 	} {
 		declared := slices.Clone(consts[c.typ])
-		require.NotEmpty(t, declared, "no constants of type %s found in state.go", c.typ)
+		require.NotEmpty(t, declared, "no constants of type %s found in the package", c.typ)
 		slices.Sort(declared)
 		list := slices.Clone(c.list)
 		slices.Sort(list)
@@ -85,7 +111,13 @@ func TestTIPredicates(t *testing.T) {
 	terminal := []state.TI{state.TISuccess, state.TIFailed, state.TIUpstreamFailed, state.TISkipped, state.TICancelled}
 	active := []state.TI{state.TIScheduled, state.TIQueued, state.TIRunning, state.TIUpForRetry}
 	done := []state.TI{state.TISuccess, state.TISkipped}
+	failsDependents := []state.TI{state.TIFailed, state.TIUpstreamFailed, state.TICancelled}
+	culprit := []state.TI{state.TIFailed, state.TICancelled}
+	dispatched := []state.TI{state.TIQueued, state.TIRunning}
 	for _, s := range state.TIStates() {
+		assert.Equal(t, slices.Contains(failsDependents, s), s.FailsDependents(), "%s.FailsDependents", s)
+		assert.Equal(t, slices.Contains(culprit, s), s.Culprit(), "%s.Culprit", s)
+		assert.Equal(t, slices.Contains(dispatched, s), s.Dispatched(), "%s.Dispatched", s)
 		assert.Equal(t, slices.Contains(terminal, s), s.Terminal(), "%s.Terminal", s)
 		assert.Equal(t, slices.Contains(active, s), s.Active(), "%s.Active", s)
 		assert.Equal(t, slices.Contains(done, s), s.Done(), "%s.Done", s)
@@ -105,7 +137,15 @@ func TestRunTerminal(t *testing.T) {
 	require.Len(t, want, len(state.RunStates()))
 	for _, s := range state.RunStates() {
 		assert.Equal(t, want[s], s.Terminal(), "%s.Terminal", s)
+		assert.Equal(t, !want[s], s.Live(), "%s.Live", s)
 	}
+}
+
+func TestWhere(t *testing.T) {
+	assert.Equal(t, []state.TI{state.TIScheduled, state.TIQueued, state.TIRunning, state.TIUpForRetry},
+		state.Where(state.TIStates(), state.TI.Active))
+	assert.Equal(t, []state.Run{state.RunQueued, state.RunRunning}, state.Where(state.RunStates(), state.Run.Live))
+	assert.Nil(t, state.Where(state.RunStates(), func(state.Run) bool { return false }))
 }
 
 func TestTransitionsUseKnownStatesAndActors(t *testing.T) {

@@ -161,19 +161,19 @@ func deref[T ~string](s *T) T {
 
 // stopReason classifies why attempt is no longer current, given the TI's
 // state (empty when there is no such TI), current attempt and reason.
-func stopReason(ti state.TI, current, attempt string, reason state.Reason) StopReason {
+func stopReason(ti state.TI, current, attempt string, reason state.Reason) state.StopReason {
 	switch {
 	case ti == "":
-		return StopUnknown
+		return state.StopUnknown
 	case current != attempt:
-		return StopSuperseded
+		return state.StopSuperseded
 	case ti == state.TICancelled:
-		return StopCancelled
+		return state.StopCancelled
 	case reason == state.ReasonAgentLost || reason == state.ReasonDispatchLost || reason == state.ReasonOrphaned ||
 		(reason == state.ReasonExecutionTimeout && ti != state.TIRunning):
-		return StopReaped
+		return state.StopReaped
 	default:
-		return StopFinished
+		return state.StopFinished
 	}
 }
 

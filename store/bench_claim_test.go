@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -154,7 +155,7 @@ func completeAll(ctx context.Context, st *store.Store, agentID int64, tasks []st
 	zero := 0
 	reqs := make([]store.Completion, len(tasks))
 	for i, t := range tasks {
-		reqs[i] = store.Completion{Attempt: t.Attempt, Outcome: store.OutcomeSuccess, ExitCode: &zero}
+		reqs[i] = store.Completion{Attempt: t.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &zero}
 	}
 	for i, r := range st.CompleteBatch(ctx, agentID, reqs) {
 		if r.Err != nil {

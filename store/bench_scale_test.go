@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -105,7 +106,7 @@ func BenchmarkIdleTick(b *testing.B) {
 // default thresholds and batch.
 func BenchmarkIdleSweep(b *testing.B) {
 	sd := seedScale(b, issueScale, false)
-	for _, name := range reaper.Names() {
+	for _, name := range state.Reapers() {
 		pass := func(ctx context.Context, st *store.Store) error {
 			r, err := newReapers(st, sd.now, 0)
 			if err != nil {
@@ -117,7 +118,7 @@ func BenchmarkIdleSweep(b *testing.B) {
 			}
 			return err
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			ctx := context.Background()
 			st := benchOpen(b, sd.url)
 			r, err := newReapers(st, sd.now, 0)
@@ -197,7 +198,7 @@ func BenchmarkReapStale10k(b *testing.B) {
 		if batch == reaper.DefaultBatch {
 			name = "batch_500"
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			ctx := context.Background()
 			st := benchOpen(b, sd.url)
 			r, err := newReapers(st, sd.now, batch)
@@ -210,7 +211,7 @@ func BenchmarkReapStale10k(b *testing.B) {
 			reapAll := func(ctx context.Context, r *reaper.Reapers) error {
 				reaped := 0
 				for reaped < staleTIs {
-					rep, err := r.Pass(ctx, reaper.ReaperAgentLost, term)
+					rep, err := r.Pass(ctx, state.ReaperAgentLost, term)
 					if err != nil {
 						return err
 					}

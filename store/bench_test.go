@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -72,7 +73,7 @@ func BenchmarkClaimHeartbeatComplete(b *testing.B) {
 		if _, _, err := st.Heartbeat(ctx, agent, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}}); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := st.Complete(ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess}); err != nil {
+		if _, _, err := st.Complete(ctx, agent, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -139,7 +139,7 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 // before filtering.
 // Its first row: the agent's tags, room and whether fitting work is
 // queued, then one row per claimed TI (or one with NULLs).
-const claimSQL = `
+var claimSQL = `
 		WITH RECURSIVE ` + queuedTagSetsSQL + `,
 		a AS MATERIALIZED (
 		  SELECT a.tags, a.capacity - (SELECT count(*) FROM task_instances
@@ -167,10 +167,10 @@ const claimSQL = `
 		  RETURNING id),
 		upd AS (
 		  UPDATE task_instances t
-		     SET state = 'running', attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
+		     SET state = ` + moveClaim.To() + `, attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
 		         agent_id = ag.id, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
 		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
-		    FROM cand, ag WHERE t.id = cand.id AND t.state = 'queued'
+		    FROM cand, ag WHERE t.id = cand.id AND t.state IN ` + moveClaim.From() + `
 		  RETURNING t.*),
 		ev AS (
 		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)

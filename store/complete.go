@@ -92,8 +92,8 @@ var errNeedRunLock = errors.New("late completion needs the run lock")
 // overturn a reaper's decision: the run is live, the reaper only judged
 // the agent unreachable (agent_lost, dispatch_lost), and the state
 // machine lets a late completion move the TI to success.
-func lateEligible(a tiAttempt, outcome Outcome) bool {
-	if outcome != OutcomeSuccess || a.runState != state.RunRunning {
+func lateEligible(a tiAttempt, outcome state.Outcome) bool {
+	if outcome != state.OutcomeSuccess || a.runState != state.RunRunning {
 		return false
 	}
 	if a.reason != state.ReasonAgentLost && a.reason != state.ReasonDispatchLost {
@@ -114,7 +114,7 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			return err
 		}
 		if a.attemptID != req.AttemptID {
-			if req.Outcome == OutcomeSuccess {
+			if req.Outcome == state.OutcomeSuccess {
 				wrote, reaped, err := recordSupersededLateTx(ctx, tx, a, agentID, req)
 				if err != nil || reaped {
 					newState, late = a.state, wrote
@@ -128,7 +128,8 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			return fmt.Errorf("task instance %d attempt %s belongs to another agent: %w", a.tiID, req.AttemptID, ErrForbidden)
 		}
 		if a.state == state.TIRunning {
-			var kind, msg string
+			var kind state.EventKind
+			var msg string
 			newState, kind, msg = decideOutcome(a, req)
 			var reason state.Reason
 			if newState != state.TISuccess {
@@ -162,7 +163,7 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 // row lock.
 func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) error {
 	msg := fmt.Sprintf("success of try %d accepted after %s (state was %s)", a.tryNumber, a.reason, a.state)
-	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", EventLateAccepted, msg); err != nil {
+	if err := s.finishTI(ctx, tx, a, req, state.TISuccess, "", state.EventLateAccepted, msg); err != nil {
 		return err
 	}
 	if a.state == state.TIFailed {
@@ -185,13 +186,13 @@ func (s *Store) acceptLate(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comp
 // An old agent sends no Failure: exit_code, as before.
 func failureReason(req Completion) state.Reason {
 	switch {
-	case req.Outcome == OutcomeExecutionTimeout:
+	case req.Outcome == state.OutcomeExecutionTimeout:
 		return state.ReasonExecutionTimeout
-	case req.Failure == FailureAgentShutdown:
+	case req.Failure == state.FailureAgentShutdown:
 		return state.ReasonAgentShutdown
-	case req.Failure == FailureSignal:
+	case req.Failure == state.FailureSignal:
 		return state.ReasonSignal
-	case req.Failure == FailureStartFailed:
+	case req.Failure == state.FailureStartFailed:
 		return state.ReasonStartFailed
 	}
 	return state.ReasonExitCode
@@ -199,19 +200,19 @@ func failureReason(req Completion) state.Reason {
 
 // decideOutcome maps a completion to the TI's next state, event kind and
 // message, applying the retry policy.
-func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind, msg string) {
-	if req.Outcome == OutcomeSuccess {
-		return state.TISuccess, "ti_success", fmt.Sprintf("try %d succeeded", a.tryNumber)
+func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind state.EventKind, msg string) {
+	if req.Outcome == state.OutcomeSuccess {
+		return state.TISuccess, state.EventTISuccess, fmt.Sprintf("try %d succeeded", a.tryNumber)
 	}
 	what := "failed"
 	switch {
-	case req.Outcome == OutcomeExecutionTimeout:
+	case req.Outcome == state.OutcomeExecutionTimeout:
 		what = "exceeded its execution_timeout"
-	case req.Failure == FailureAgentShutdown:
+	case req.Failure == state.FailureAgentShutdown:
 		what = "was killed because its agent shut down"
-	case req.Failure == FailureSignal:
+	case req.Failure == state.FailureSignal:
 		what = "was killed by signal " + req.Signal
-	case req.Failure == FailureStartFailed:
+	case req.Failure == state.FailureStartFailed:
 		what = "could not start: " + req.Error
 	case req.ExitCode != nil:
 		what = fmt.Sprintf("exited with code %d", *req.ExitCode)
@@ -219,17 +220,25 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind, msg string) 
 		what = "failed: " + req.Error
 	}
 	if ok, delay := a.policy.Next(a.tryNumber); ok {
-		return state.TIUpForRetry, "ti_up_for_retry",
+		return state.TIUpForRetry, state.EventTIUpForRetry,
 			fmt.Sprintf("try %d %s; retry %d of %d in %s", a.tryNumber, what, a.tryNumber, a.policy.Retries, delay)
 	}
-	return state.TIFailed, "ti_failed", fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
+	return state.TIFailed, state.EventTIFailed, fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
 }
 
 // finishTI writes the completion in one statement: the guarded UPDATE
 // (attempt and state as loaded), its event, the run's run_dirty mark and
-// the scheduler's wake-up.
+// the scheduler's wake-up. The agent moves a running TI; any other move
+// is a late completion's, and state.Allowed must allow it.
 func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion,
-	to state.TI, reason state.Reason, kind, msg string) error {
+	to state.TI, reason state.Reason, kind state.EventKind, msg string) error {
+	by := state.ActorLateComplete
+	if a.state == state.TIRunning {
+		by = state.ActorAgent
+	}
+	if err := checkMove(a.state, to, by); err != nil {
+		return err
+	}
 	var delayUS int64
 	if to == state.TIUpForRetry {
 		_, d := a.policy.Next(a.tryNumber)
@@ -257,12 +266,12 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 		  INSERT INTO run_dirty (run_id) SELECT run_id FROM upd)
 		SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('`+ChanScheduler+`', '')::text END FROM upd`,
 		a.tiID, req.AttemptID, string(to), nullReason, msg, req.ExitCode, delayUS, string(a.state),
-		a.agentID, kind).Scan(&n, new(*string))
+		a.agentID, string(kind)).Scan(&n, new(*string))
 	if err != nil {
 		return err
 	}
 	if n != 1 {
-		return &StaleAttemptError{TIID: a.tiID, Reason: StopSuperseded}
+		return &StaleAttemptError{TIID: a.tiID, Reason: state.StopSuperseded}
 	}
 	return nil
 }

@@ -30,18 +30,18 @@ type CompletionResult struct {
 // is linear under any plan (TestCompletionBatchWorkIsLinear).
 // The lock step runs whole before the update reads a row: the update's
 // one-time filter counts it.
-const completeSuccessSQL = `
+var completeSuccessSQL = `
 	WITH lk AS (
 	  SELECT t.id FROM task_instances t
 	   WHERE t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
 	   ORDER BY t.id FOR NO KEY UPDATE OF t),
 	upd AS (
 	  UPDATE task_instances t
-	     SET state = 'success', reason = NULL, message = format('try %s succeeded', t.try_number),
+	     SET state = ` + moveBatchSuccess.To() + `, reason = NULL, message = format('try %s succeeded', t.try_number),
 	         exit_code = ($4::int[])[array_position($2::bigint[], t.id)],
 	         end_date = now(), next_retry_at = NULL, updated_at = now()
 	   WHERE (SELECT count(*) FROM lk) >= 0
-	     AND t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
+	     AND t.id = ANY ($2::bigint[]) AND t.state IN ` + moveBatchSuccess.From() + ` AND t.agent_id = $1
 	     AND t.attempt_id = ($3::uuid[])[array_position($2::bigint[], t.id)]
 	  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.message),
 	ev AS (
@@ -68,7 +68,7 @@ func (s *Store) CompleteBatch(ctx context.Context, agentID int64, reqs []Complet
 	var attempts []string
 	var codes []*int
 	for _, r := range reqs {
-		if r.Outcome == OutcomeSuccess {
+		if r.Outcome == state.OutcomeSuccess {
 			ids, attempts, codes = append(ids, r.TIID), append(attempts, r.AttemptID), append(codes, r.ExitCode)
 		}
 	}
@@ -86,7 +86,7 @@ func (s *Store) CompleteBatch(ctx context.Context, agentID int64, reqs []Complet
 		}
 	}
 	for i, r := range reqs {
-		if r.Outcome == OutcomeSuccess && applied[r.TIID] {
+		if r.Outcome == state.OutcomeSuccess && applied[r.TIID] {
 			out[i].State = state.TISuccess
 			delete(applied, r.TIID) // a repeat of the TI in the batch is judged alone
 			continue

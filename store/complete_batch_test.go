@@ -47,18 +47,18 @@ func TestCompleteBatchRefusesAStaleAttemptAlone(t *testing.T) {
 	zero, one := 0, 1
 	stale := store.Attempt{TIID: byTask["b"].TIID, AttemptID: uuid.NewString()}
 	res := e.st.CompleteBatch(e.ctx, agentID, []store.Completion{
-		{Attempt: byTask["a"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
-		{Attempt: stale, Outcome: store.OutcomeSuccess, ExitCode: &zero},
-		{Attempt: byTask["c"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
-		{Attempt: byTask["d"], Outcome: store.OutcomeFailed, ExitCode: &one},
-		{Attempt: byTask["e"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["a"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: stale, Outcome: state.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["c"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["d"], Outcome: state.OutcomeFailed, ExitCode: &one},
+		{Attempt: byTask["e"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
 	})
 	require.Len(t, res, 5)
 	assert.NoError(t, res[0].Err)
 	assert.Equal(t, state.TISuccess, res[0].State)
 	var staleErr *store.StaleAttemptError
 	require.True(t, errors.As(res[1].Err, &staleErr), "%v", res[1].Err)
-	assert.Equal(t, store.StopSuperseded, staleErr.Reason)
+	assert.Equal(t, state.StopSuperseded, staleErr.Reason)
 	assert.NoError(t, res[2].Err)
 	assert.Equal(t, state.TISuccess, res[2].State)
 	assert.NoError(t, res[3].Err)
@@ -84,8 +84,8 @@ func TestCompleteBatchRefusesAStaleAttemptAlone(t *testing.T) {
 	// A replay of the whole batch changes nothing: every item is stale now
 	// or foreign.
 	res = e.st.CompleteBatch(e.ctx, agentID, []store.Completion{
-		{Attempt: byTask["a"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
-		{Attempt: byTask["c"], Outcome: store.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["a"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["c"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
 	})
 	for i, r := range res {
 		assert.True(t, errors.As(r.Err, &staleErr), "item %d: %v", i, r.Err)

@@ -43,7 +43,7 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 }
 
 // Scheduling statements whose plans store tests inspect. Test builds only.
-const (
+var (
 	UpstreamFailedSQLForTest   = upstreamFailedSQL
 	ScheduleQueueSQLForTest    = scheduleQueueSQL
 	MaxQueuedPayloadForTest    = maxQueuedPayload

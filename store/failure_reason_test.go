@@ -72,18 +72,18 @@ func TestCompletionFailureReasons(t *testing.T) {
 		reason  state.Reason
 		message string
 	}{
-		{"exit3", store.Completion{Outcome: store.OutcomeFailed, ExitCode: &code, Error: "exit status 3"},
+		{"exit3", store.Completion{Outcome: state.OutcomeFailed, ExitCode: &code, Error: "exit status 3"},
 			state.ReasonExitCode, "try 1 exited with code 3; no retries left"},
-		{"drained", store.Completion{Outcome: store.OutcomeFailed, Failure: store.FailureAgentShutdown,
+		{"drained", store.Completion{Outcome: state.OutcomeFailed, Failure: state.FailureAgentShutdown,
 			Error: "killed: agent shut down and its drain timeout 5s expired"},
 			state.ReasonAgentShutdown, "try 1 was killed because its agent shut down; no retries left"},
-		{"signalled", store.Completion{Outcome: store.OutcomeFailed, Failure: store.FailureSignal, Signal: "SIGKILL",
+		{"signalled", store.Completion{Outcome: state.OutcomeFailed, Failure: state.FailureSignal, Signal: "SIGKILL",
 			Error: "killed by signal SIGKILL"},
 			state.ReasonSignal, "try 1 was killed by signal SIGKILL; no retries left"},
-		{"unstartable", store.Completion{Outcome: store.OutcomeFailed, Failure: store.FailureStartFailed,
+		{"unstartable", store.Completion{Outcome: state.OutcomeFailed, Failure: state.FailureStartFailed,
 			Error: `exec: "nope": executable file not found in $PATH`},
 			state.ReasonStartFailed, `try 1 could not start: exec: "nope": executable file not found in $PATH; no retries left`},
-		{"old-agent", store.Completion{Outcome: store.OutcomeFailed, Error: "signal: killed"},
+		{"old-agent", store.Completion{Outcome: state.OutcomeFailed, Error: "signal: killed"},
 			state.ReasonExitCode, "try 1 failed: signal: killed; no retries left"},
 	} {
 		d, newState := run(tc.name, 0, tc.c)
@@ -96,9 +96,9 @@ func TestCompletionFailureReasons(t *testing.T) {
 		assert.Equal(t, tc.reason, d.Reason, "%s: the run fails with its TI's reason", tc.name)
 	}
 	// Each new reason spends a try of the budget like exit_code does.
-	for _, f := range []store.Failure{store.FailureStartFailed, store.FailureAgentShutdown, store.FailureSignal} {
-		c := store.Completion{Outcome: store.OutcomeFailed, Failure: f, Error: "x"}
-		if f == store.FailureSignal {
+	for _, f := range []state.Failure{state.FailureStartFailed, state.FailureAgentShutdown, state.FailureSignal} {
+		c := store.Completion{Outcome: state.OutcomeFailed, Failure: f, Error: "x"}
+		if f == state.FailureSignal {
 			c.Signal = "SIGTERM"
 		}
 		d, newState := run("retry-"+string(f), 1, c)

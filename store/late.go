@@ -14,11 +14,7 @@ import (
 // TI that a reaper already gave up on (docs/design.md §6, "a completion is never
 // lost"; adr/0014-late-success-after-run-end.md).
 
-// EventTIReopened is the event kind written for each dependent a late
-// success returns from upstream_failed to none.
-const EventTIReopened = "ti_reopened"
-
-// reopenDependentsTx returns to 'none' exactly the TIs of a's run that
+// reopenDependentsTx returns to none exactly the TIs of a's run that
 // were marked upstream_failed because of a and are no longer blocked now
 // that a succeeded: a's transitive dependents through upstream_failed
 // TIs, minus any that still have another upstream that failed, was
@@ -95,32 +91,22 @@ func reopenDependentsTx(ctx context.Context, tx pgx.Tx, a tiAttempt) (int, error
 	msg := fmt.Sprintf("upstream %s succeeded late (try %d): dependencies are re-derived", a.taskID, a.tryNumber)
 	tag, err := tx.Exec(ctx, `
 		WITH u AS (
-		  UPDATE task_instances SET state = 'none', reason = NULL, message = NULL, end_date = NULL, updated_at = now()
-		   WHERE id = ANY ($1) AND state = 'upstream_failed' RETURNING id, run_id, task_id, try_number)
+		  UPDATE task_instances SET state = `+moveReopenDependents.To()+`, reason = NULL, message = NULL, end_date = NULL, updated_at = now()
+		   WHERE id = ANY ($1) AND state IN `+moveReopenDependents.From()+` RETURNING id, run_id, task_id, try_number)
 		INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
-		SELECT run_id, id, task_id, try_number, $2, $3 FROM u`, ids, EventTIReopened, msg)
+		SELECT run_id, id, task_id, try_number, $2, $3 FROM u`, ids, string(state.EventTIReopened), msg)
 	return int(tag.RowsAffected()), err
 }
-
-// Event kinds of late completions.
-const (
-	// EventLateAccepted: a late success moved its TI to success while the
-	// run was live.
-	EventLateAccepted = "late_completion_accepted"
-	// EventLateRecorded: a late success arrived after its run had ended;
-	// it is recorded and changes nothing.
-	EventLateRecorded = "late_completion_recorded"
-)
 
 // LateOutcome is a success an agent reported for an attempt after a
 // reaper (agent-lost or dispatch-lost) had given up on it, as the TI's
 // attempt history holds it. Only successes are late outcomes: a reaped
 // attempt's late failure agrees with the reaper and is refused 409.
 type LateOutcome struct {
-	Outcome   Outcome   // always OutcomeSuccess
-	TryNumber int       // the try the attempt ran
-	AttemptID string    // the attempt it completed
-	Time      time.Time // when the control plane received it
+	Outcome   state.Outcome // always state.OutcomeSuccess
+	TryNumber int           // the try the attempt ran
+	AttemptID string        // the attempt it completed
+	Time      time.Time     // when the control plane received it
 	// Accepted is true when it overturned the reaper (the run was live and
 	// the TI became success), false when the run had already ended and it
 	// was only recorded.
@@ -130,8 +116,8 @@ type LateOutcome struct {
 
 // lateAfterRunEnd reports whether a completion would have been accepted
 // late (lateEligible) but for its run having ended.
-func lateAfterRunEnd(a tiAttempt, outcome Outcome) bool {
-	if outcome != OutcomeSuccess || !a.runState.Terminal() {
+func lateAfterRunEnd(a tiAttempt, outcome state.Outcome) bool {
+	if outcome != state.OutcomeSuccess || !a.runState.Terminal() {
 		return false
 	}
 	if a.reason != state.ReasonAgentLost && a.reason != state.ReasonDispatchLost {
@@ -153,7 +139,7 @@ func recordLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion) (
 		SELECT $1, $2, $3, $4, $5::uuid, $6, $7, $8
 		 WHERE NOT EXISTS (SELECT 1 FROM events
 		                    WHERE run_id = $1 AND ti_id = $2 AND attempt_id = $5::uuid AND kind = $7)`,
-		a.runID, a.tiID, a.taskID, a.tryNumber, req.AttemptID, a.agentID, EventLateRecorded, msg)
+		a.runID, a.tiID, a.taskID, a.tryNumber, req.AttemptID, a.agentID, string(state.EventLateRecorded), msg)
 	if err != nil {
 		return false, err
 	}
@@ -202,7 +188,7 @@ func recordSupersededLateTx(ctx context.Context, tx pgx.Tx, a tiAttempt, agentID
 		SELECT $1, $2, $3, $4, $5::uuid, $6, $7, $8
 		 WHERE NOT EXISTS (SELECT 1 FROM events
 		                    WHERE run_id = $1 AND ti_id = $2 AND attempt_id = $5::uuid AND kind = $7)`,
-		a.runID, a.tiID, a.taskID, try, req.AttemptID, agentID, EventLateRecorded, msg)
+		a.runID, a.tiID, a.taskID, try, req.AttemptID, agentID, string(state.EventLateRecorded), msg)
 	if err != nil {
 		return false, true, err
 	}
@@ -215,20 +201,20 @@ func (s *Store) attachLate(ctx context.Context, runID int64, tis []TaskInstance)
 	rows, err := s.pool.Query(ctx, `
 		SELECT DISTINCT ON (ti_id) ti_id, kind, coalesce(try_number, 0), coalesce(attempt_id::text, ''), created_at, message
 		  FROM events WHERE run_id = $1 AND kind IN ($2, $3) AND ti_id IS NOT NULL
-		 ORDER BY ti_id, id DESC`, runID, EventLateAccepted, EventLateRecorded)
+		 ORDER BY ti_id, id DESC`, runID, string(state.EventLateAccepted), string(state.EventLateRecorded))
 	if err != nil {
 		return err
 	}
 	late := map[int64]*LateOutcome{}
 	for rows.Next() {
 		var tiID int64
-		var kind string
-		l := LateOutcome{Outcome: OutcomeSuccess}
+		var kind state.EventKind
+		l := LateOutcome{Outcome: state.OutcomeSuccess}
 		if err := rows.Scan(&tiID, &kind, &l.TryNumber, &l.AttemptID, &l.Time, &l.Message); err != nil {
 			rows.Close()
 			return err
 		}
-		l.Accepted = kind == EventLateAccepted
+		l.Accepted = kind == state.EventLateAccepted
 		late[tiID] = &l
 	}
 	if err := rows.Err(); err != nil {

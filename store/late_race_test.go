@@ -127,7 +127,7 @@ func waitLockWaiters(t *testing.T, ctx context.Context, raw *pgxpool.Pool, n int
 func (r *lateRace) completeLate() <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		st, late, err := r.st.Complete(r.ctx, r.agentID, store.Completion{Attempt: r.a, Outcome: store.OutcomeSuccess})
+		st, late, err := r.st.Complete(r.ctx, r.agentID, store.Completion{Attempt: r.a, Outcome: state.OutcomeSuccess})
 		if err == nil && (!late || st != state.TISuccess) {
 			err = assert.AnError
 		}
@@ -165,7 +165,7 @@ func TestLateSuccessSerialisesWithDependencyResolution(t *testing.T) {
 
 		assert.Equal(t, state.TISuccess, r.ti(t, "a").State)
 		assert.Equal(t, state.TINone, r.ti(t, "b").State, "b was reopened after the pass committed")
-		assert.Equal(t, 1, r.events(t, store.EventTIReopened, "b"))
+		assert.Equal(t, 1, r.events(t, string(state.EventTIReopened), "b"))
 		r.drain(t)
 		assert.Equal(t, state.TIQueued, r.ti(t, "b").State)
 	})
@@ -199,6 +199,6 @@ func TestLateSuccessSerialisesWithDependencyResolution(t *testing.T) {
 		assert.Equal(t, state.TISuccess, r.ti(t, "a").State)
 		assert.Equal(t, state.TIQueued, r.ti(t, "b").State, "the pass resolved b against the committed success")
 		assert.Zero(t, r.events(t, "ti_upstream_failed", "b"), "b was never marked upstream_failed")
-		assert.Zero(t, r.events(t, store.EventTIReopened, "b"))
+		assert.Zero(t, r.events(t, string(state.EventTIReopened), "b"))
 	})
 }

@@ -38,7 +38,7 @@ func newPruneRace(t *testing.T) *pruneRace {
 	tasks, err := e.st.Claim(e.ctx, r.agentID, 1)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
-	_, _, err = e.st.Complete(e.ctx, r.agentID, store.Completion{Attempt: tasks[0].Attempt, Outcome: store.OutcomeSuccess})
+	_, _, err = e.st.Complete(e.ctx, r.agentID, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess})
 	require.NoError(t, err)
 	r.pastTI = tasks[0].TIID
 	r.queued = e.trigger("one")

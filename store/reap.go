@@ -96,15 +96,15 @@ type Reap struct {
 	TryNumber   int
 	AttemptID   string
 	AgentID     *int64
-	State       state.TI      // new state: failed | up_for_retry | scheduled
-	Reason      state.Reason  // agent_lost | dispatch_lost | execution_timeout ...
-	Message     string        // human text, also the event message
-	RetryDelay  time.Duration // up_for_retry only
-	Requeue     bool          // never-started requeue: try_number−1, dispatch_attempts+1
-	EventKind   string        // decision label, used as the event kind
-	WhereState  state.TI      // signal: the state it was listed in
-	WhereStamp  time.Time     // signal: the stamp's value when listed
-	StampColumn string        // one of StampHeartbeat, StampQueued, StampStarted
+	State       state.TI        // new state: failed | up_for_retry | scheduled
+	Reason      state.Reason    // agent_lost | dispatch_lost | execution_timeout ...
+	Message     string          // human text, also the event message
+	RetryDelay  time.Duration   // up_for_retry only
+	Requeue     bool            // never-started requeue: try_number−1, dispatch_attempts+1
+	EventKind   state.EventKind // the decision, also counted as its metrics label
+	WhereState  state.TI        // signal: the state it was listed in
+	WhereStamp  time.Time       // signal: the stamp's value when listed
+	StampColumn string          // one of StampHeartbeat, StampQueued, StampStarted
 	// NoCoverSince, when set, also re-checks that no active agent that
 	// heartbeated after it offers every required tag (dispatch-lost).
 	NoCoverSince time.Time
@@ -193,10 +193,13 @@ func applyReapsTx(ctx context.Context, tx Tx, reaps []Reap) ([]Reap, error) {
 		default:
 			return nil, fmt.Errorf("apply reap: stamp column %q is not allowed", r.StampColumn)
 		}
+		if err := checkMove(r.WhereState, r.State, state.ActorReaper); err != nil {
+			return nil, fmt.Errorf("apply reap of task instance %d: %w", r.TIID, err)
+		}
 		ids[i], states[i], reasons[i], msgs[i] = r.TIID, string(r.State), string(r.Reason), r.Message
 		delays[i], requeue[i] = micros(r.RetryDelay), r.Requeue
 		whereStates[i], stamps[i], cols[i], attempts[i] = string(r.WhereState), r.WhereStamp, r.StampColumn, r.AttemptID
-		tries[i], agents[i], kinds[i] = int32(r.TryNumber), r.AgentID, r.EventKind
+		tries[i], agents[i], kinds[i] = int32(r.TryNumber), r.AgentID, string(r.EventKind)
 		if !r.NoCoverSince.IsZero() {
 			cover[i] = &reaps[i].NoCoverSince
 		}
@@ -351,24 +354,24 @@ type OrphanRun struct {
 	LastChange  time.Time
 	AllTerminal bool
 	AllOK       bool
-	Pending     int // TIs still 'none'
+	Pending     int // TIs still none
 	Age         time.Duration
 }
 
 // orphanSignalSQL selects running runs with no active TI and their last
 // change, among those the WHERE it is completed with picks (%s); shared by
 // list and action.
-const orphanSignalSQL = `
+var orphanSignalSQL = `
 	SELECT r.id, r.dag_id,
 	       greatest(r.updated_at, max(t.updated_at)) AS last_change,
 	       bool_and(t.state IN ` + tiTerminalSQL + `) AS all_terminal,
-	       bool_and(t.state IN ('success', 'skipped')) AS all_ok,
+	       bool_and(t.state IN ` + tiDoneSQL + `) AS all_ok,
 	       count(*) FILTER (WHERE t.state = 'none') AS pending,
 	       r.updated_at AS run_updated
 	  FROM runs r JOIN task_instances t ON t.run_id = r.id
 	 WHERE r.state = 'running' AND %s
 	 GROUP BY r.id
-	HAVING bool_and(t.state NOT IN ('scheduled', 'queued', 'running', 'up_for_retry'))`
+	HAVING bool_and(t.state NOT IN ` + tiActiveSQL + `)`
 
 // ListOrphanRuns lists up to limit orphan-run candidates whose last change
 // is older than now − threshold.
@@ -411,11 +414,11 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 			   WHERE o.last_change = $2),
 			culprit AS (
 			  SELECT t.task_id, t.state, t.reason FROM task_instances t JOIN chk ON chk.id = t.run_id
-			   WHERE t.state IN ('failed', 'cancelled') ORDER BY t.end_date NULLS LAST, t.ordinal LIMIT 1),
+			   WHERE t.state IN `+tiCulpritSQL+` ORDER BY t.end_date NULLS LAST, t.ordinal LIMIT 1),
 			tis AS (
 			  UPDATE task_instances t
-			     SET state = 'failed', reason = 'orphaned', message = $3, end_date = now(), updated_at = now()
-			    FROM chk WHERE t.run_id = chk.id AND t.state = 'none' AND NOT chk.all_terminal
+			     SET state = `+moveOrphaned.To()+`, reason = 'orphaned', message = $3, end_date = now(), updated_at = now()
+			    FROM chk WHERE t.run_id = chk.id AND t.state IN `+moveOrphaned.From()+` AND NOT chk.all_terminal
 			  RETURNING t.id, t.run_id, t.task_id, t.try_number),
 			tiev AS (
 			  INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
@@ -433,9 +436,9 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 		if err != nil || ended == "" {
 			return err
 		}
-		kind := "orphan_reaped"
+		kind := state.EventOrphanReaped
 		if c.AllTerminal {
-			kind = "orphan_finalized"
+			kind = state.EventOrphanFinalized
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO events (run_id, kind, message) VALUES ($1, $2, $3)`,
 			c.RunID, kind, message+" (run "+string(ended)+")")

@@ -78,7 +78,7 @@ func (s *Store) ListTimedOutRuns(ctx context.Context, now time.Time, limit int) 
 		       (extract(epoch FROM r.timeout) * 1e6)::bigint, r.deadline_at,
 		       (extract(epoch FROM $1::timestamptz - r.deadline_at) * 1e6)::bigint
 		  FROM runs r
-		 WHERE r.state IN ('queued', 'running') AND r.deadline_at < $1::timestamptz
+		 WHERE r.state IN `+runLiveSQL+` AND r.deadline_at < $1::timestamptz
 		 ORDER BY r.deadline_at LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list timed-out runs: %w", err)
@@ -102,7 +102,7 @@ func (s *Store) TimeoutRun(ctx context.Context, epoch int64, c TimedOutRun, now 
 		var ok bool
 		err := tx.QueryRow(ctx, `
 			SELECT true FROM runs r
-			 WHERE r.id = $1 AND r.state IN ('queued', 'running') AND r.deadline_at < $2::timestamptz
+			 WHERE r.id = $1 AND r.state IN `+runLiveSQL+` AND r.deadline_at < $2::timestamptz
 			   FOR NO KEY UPDATE`, c.RunID, now).Scan(&ok)
 		if errNoRows(err) {
 			return nil

@@ -50,10 +50,10 @@ func (s *Store) PruneAgents(ctx context.Context, epoch int64, olderThan time.Dur
 // writes find their rows by key from an array, so no join can be planned
 // as a scan of task_instances or agents, under a custom plan or a generic
 // one (the scan proof checks both).
-const pruneAgentsSQL = `
+var pruneAgentsSQL = `
 		WITH gone AS (
 		  SELECT id FROM agents
-		   WHERE state IN ('inactive', 'deregistered') AND last_heartbeat_at < now() - $1 * interval '1 microsecond'
+		   WHERE state IN ` + agentIdleSQL + ` AND last_heartbeat_at < now() - $1 * interval '1 microsecond'
 		   ORDER BY last_heartbeat_at LIMIT $2
 		     FOR UPDATE),
 		unlink AS (

@@ -13,12 +13,6 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// Terminal TI and run states, as SQL lists (docs/design.md §3).
-const (
-	tiTerminalSQL  = `('success','failed','upstream_failed','skipped','cancelled')`
-	runTerminalSQL = `('success','failed','cancelled')`
-)
-
 // Wake channels for LISTEN/NOTIFY (docs/design.md §5).
 const (
 	// ChanScheduler wakes the scheduler loop: a TI finished, a run was
@@ -289,11 +283,15 @@ func (s *Store) GetRun(ctx context.Context, id int64) (RunDetail, error) {
 // tx, with events and a scheduler wake-up. The caller has checked (and
 // locked) the run's state.
 func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reason, message string) error {
+	m := moveCancelByOperator
+	if reason == state.ReasonRunTimeout {
+		m = moveCancelByTimeout
+	}
 	_, err := tx.Exec(ctx, `
 		WITH c AS (
-		  UPDATE task_instances SET state = 'cancelled', reason = $2, message = $3,
+		  UPDATE task_instances SET state = `+m.To()+`, reason = $2, message = $3,
 		         end_date = now(), next_retry_at = NULL, updated_at = now()
-		   WHERE run_id = $1 AND state NOT IN `+tiTerminalSQL+`
+		   WHERE run_id = $1 AND state IN `+m.From()+`
 		  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
 		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
 		SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c`,

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/dag"
-	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -95,7 +95,7 @@ func liveRun(k int) string {
 
 // reaperWork is one Pass of the named reaper, which must find and apply
 // exactly want candidates.
-func reaperWork(name string, want int) func(now time.Time) storeWork {
+func reaperWork(name state.Reaper, want int) func(now time.Time) storeWork {
 	return func(now time.Time) storeWork {
 		return func(ctx context.Context, st *store.Store) error {
 			r, err := newReapers(st, now, 0)
@@ -159,20 +159,20 @@ func scanCases() []scanCase {
 	}}
 	// With nothing to reap, each reaper reads the due end of the index on
 	// its signal; the ones on runs and agents read no TI at all.
-	idleUses := map[string][]string{
-		reaper.ReaperAgentInactive:    nil, // agents_active_hb_idx
-		reaper.ReaperAgentLost:        {"ti_running_unowned_idx"},
-		reaper.ReaperExecutionTimeout: {"ti_timeout_idx"},
-		reaper.ReaperRunTimeout:       nil, // runs_deadline_idx
-		reaper.ReaperDispatchLost:     {"ti_queued_idx"},
-		reaper.ReaperOrphan:           nil, // runs_idle_idx
+	idleUses := map[state.Reaper][]string{
+		state.ReaperAgentInactive:    nil, // agents_active_hb_idx
+		state.ReaperAgentLost:        {"ti_running_unowned_idx"},
+		state.ReaperExecutionTimeout: {"ti_timeout_idx"},
+		state.ReaperRunTimeout:       nil, // runs_deadline_idx
+		state.ReaperDispatchLost:     {"ti_queued_idx"},
+		state.ReaperOrphan:           nil, // runs_idle_idx
 	}
-	for _, name := range reaper.Names() {
+	for _, name := range state.Reapers() {
 		uses, ok := idleUses[name]
 		if !ok {
-			panic("scan proof: no expectation for reaper " + name + "; add one")
+			panic("scan proof: no expectation for reaper " + string(name) + "; add one")
 		}
-		cases = append(cases, scanCase{name: "reaper/" + name + "/idle", reps: idleReps,
+		cases = append(cases, scanCase{name: "reaper/" + string(name) + "/idle", reps: idleReps,
 			work: reaperWork(name, 0), uses: uses})
 	}
 	// Nothing is older than 90 days; the prunable rows are 60 days old.
@@ -195,12 +195,12 @@ func scanCases() []scanCase {
 			                  $1::timestamptz - interval '10 minutes') RETURNING id)
 			        UPDATE task_instances SET agent_id = (SELECT id FROM a), last_heartbeat_at = $1::timestamptz - interval '10 minutes'
 			         WHERE state = 'running' AND run_id = ` + liveRun(0),
-			work: reaperWork(reaper.ReaperAgentLost, liveRunning), maxRows: 4 * liveRunning,
+			work: reaperWork(state.ReaperAgentLost, liveRunning), maxRows: 4 * liveRunning,
 			uses: []string{"ti_agent_idx"},
 		},
 		scanCase{
 			name: "reaper/agent_inactive/1silent_agent", // the same agent, now with nothing running
-			work: reaperWork(reaper.ReaperAgentInactive, 1), maxRows: 0,
+			work: reaperWork(state.ReaperAgentInactive, 1), maxRows: 0,
 		},
 		scanCase{
 			name: "reaper/dispatch_lost/1stale_ti",
@@ -210,7 +210,7 @@ func scanCases() []scanCase {
 			// The pass walks the stale end of ti_queued_idx twice (the
 			// uncoverable list, then the backlog gauge): each walk reads the
 			// stale entry, the first fresh one that ends it and the row.
-			work: reaperWork(reaper.ReaperDispatchLost, 1), maxRows: 8,
+			work: reaperWork(state.ReaperDispatchLost, 1), maxRows: 8,
 			uses: []string{"ti_queued_idx"},
 		},
 		scanCase{
@@ -218,14 +218,14 @@ func scanCases() []scanCase {
 			setup: `UPDATE task_instances SET started_at = $1::timestamptz - interval '70 minutes',
 			               timeout_at = $1::timestamptz - interval '10 minutes'
 			         WHERE ordinal = 30 AND run_id = ` + liveRun(2),
-			work: reaperWork(reaper.ReaperExecutionTimeout, 1), maxRows: 4,
+			work: reaperWork(state.ReaperExecutionTimeout, 1), maxRows: 4,
 			uses: []string{"ti_timeout_idx"},
 		},
 		scanCase{
 			name: "reaper/run_timeout/1due_run", // cancels the run's TIs
 			setup: `UPDATE runs SET timeout = interval '10 minutes', deadline_at = $1::timestamptz - interval '1 minute'
 			         WHERE id = ` + liveRun(3),
-			work: reaperWork(reaper.ReaperRunTimeout, 1), maxRows: 4 * tisPerRun,
+			work: reaperWork(state.ReaperRunTimeout, 1), maxRows: 4 * tisPerRun,
 		},
 		scanCase{
 			name: "reaper/orphan/1idle_run",
@@ -237,7 +237,7 @@ func scanCases() []scanCase {
 			           WHERE run_id = ` + liveRun(4) + ` RETURNING run_id)
 			        UPDATE runs SET idle_since = $1::timestamptz - interval '10 minutes', updated_at = $1::timestamptz - interval '10 minutes'
 			         WHERE id = (SELECT DISTINCT run_id FROM t)`,
-			work: reaperWork(reaper.ReaperOrphan, 1), maxRows: 4 * tisPerRun,
+			work: reaperWork(state.ReaperOrphan, 1), maxRows: 4 * tisPerRun,
 		},
 		scanCase{
 			// The (at most 5) runs the reaps above marked dirty: the tick reads

@@ -76,8 +76,8 @@ func (s *Store) SchedulePass(ctx context.Context, epoch int64, lim PassLimit) (T
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
 		tag, err := tx.Exec(ctx, `
 			WITH r AS (
-			  UPDATE task_instances SET state = 'scheduled', next_retry_at = NULL, updated_at = now()
-			   WHERE state = 'up_for_retry' AND next_retry_at <= now() RETURNING run_id)
+			  UPDATE task_instances SET state = `+moveRetryDue.To()+`, next_retry_at = NULL, updated_at = now()
+			   WHERE state IN `+moveRetryDue.From()+` AND next_retry_at <= now() RETURNING run_id)
 			INSERT INTO run_dirty (run_id) SELECT DISTINCT run_id FROM r`)
 		if err != nil {
 			return err
@@ -130,7 +130,7 @@ func (s *Store) ReconcileRuns(ctx context.Context, epoch, after int64, lim PassL
 	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
 		rows, err := tx.Query(ctx, runWidthSQL(`
 			SELECT r.id AS run_id, r.id AS k FROM runs r
-			 WHERE r.state IN ('queued', 'running') AND r.id > $3
+			 WHERE r.state IN `+runLiveSQL+` AND r.id > $3
 			   AND NOT EXISTS (SELECT 1 FROM run_dirty d WHERE d.run_id = r.id)
 			 ORDER BY r.id LIMIT $1`), runs, widthCap(lim), after)
 		if err != nil {
@@ -183,7 +183,7 @@ func (s *Store) StartQueuedRuns(ctx context.Context, epoch int64) (int, error) {
 func scheduleRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (TickResult, error) {
 	var res TickResult
 	rows, err := tx.Query(ctx, `
-		SELECT id FROM runs WHERE id = ANY ($1) AND state IN ('queued', 'running')
+		SELECT id FROM runs WHERE id = ANY ($1) AND state IN `+runLiveSQL+`
 		 ORDER BY id FOR NO KEY UPDATE`, ids)
 	if err != nil {
 		return res, err
@@ -243,7 +243,7 @@ func startRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 		  SELECT c.id FROM cand c JOIN dags d ON d.dag_id = c.dag_id
 		   WHERE d.max_active_runs IS NULL
 		      OR c.rn <= d.max_active_runs - (SELECT count(*) FROM runs x
-		                                       WHERE x.dag_id = c.dag_id AND x.state IN ('queued', 'running')
+		                                       WHERE x.dag_id = c.dag_id AND x.state IN `+runLiveSQL+`
 		                                         AND x.state = 'running')),
 		s AS (
 		  UPDATE runs SET state = 'running', start_date = now(), updated_at = now(),
@@ -265,24 +265,24 @@ func wakeHeldTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 		   AND d.dag_id IN (SELECT dag_id FROM runs WHERE id = ANY ($1) AND state IN `+runTerminalSQL+`)`, ids)
 }
 
-// upstreamFailedSQL marks a 'none' TI of the given runs upstream_failed
+// upstreamFailedSQL marks a none TI of the given runs upstream_failed
 // when an upstream failed, was cancelled, or is itself upstream_failed
 // (trigger rule all_success). Like scheduleReadySQL, each TI probes only
 // its own upstreams by key.
-const upstreamFailedSQL = `
+var upstreamFailedSQL = `
 	WITH u AS (
 	  UPDATE task_instances ti
-	     SET state = 'upstream_failed', reason = 'upstream_failed', end_date = now(), updated_at = now(),
+	     SET state = ` + moveUpstreamFailed.To() + `, reason = 'upstream_failed', end_date = now(), updated_at = now(),
 	         message = 'upstream failed: ' || (
 	           SELECT string_agg(up.task_id || ' ' || up.state, ', ' ORDER BY up.ordinal)
 	             FROM task_instances up
 	            WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream)
-	              AND up.state IN ('failed', 'upstream_failed', 'cancelled'))
+	              AND up.state IN ` + tiFailsDependentsSQL + `)
 	    FROM runs r
-	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
+	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state IN ` + moveUpstreamFailed.From() + `
 	     AND EXISTS (SELECT 1 FROM unnest(ti.upstream) AS u(task_id)
 	                  WHERE (SELECT up.state FROM task_instances up WHERE up.run_id = ti.run_id AND up.task_id = u.task_id)
-	                        IN ('failed', 'upstream_failed', 'cancelled'))
+	                        IN ` + tiFailsDependentsSQL + `)
 	  RETURNING ti.id, ti.run_id, ti.task_id, ti.try_number, ti.message)
 	INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
 	SELECT run_id, id, task_id, try_number, 'ti_upstream_failed', message FROM u`
@@ -327,18 +327,18 @@ func QueuedPayload(payload string) (sets [][]string, ok bool) {
 func finalizeRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 	return execCount(ctx, tx, `
 		WITH fin AS (
-		  SELECT r.id, bool_and(t.state IN ('success', 'skipped')) AS ok
+		  SELECT r.id, bool_and(t.state IN `+tiDoneSQL+`) AS ok
 		    FROM runs r JOIN task_instances t ON t.run_id = r.id
 		   WHERE r.id = ANY ($1) AND r.state = 'running'
 		     AND NOT EXISTS (SELECT 1 FROM task_instances x WHERE x.run_id = r.id
-		                      AND x.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
+		                      AND x.state IN `+tiActiveSQL+`)
 		     AND NOT EXISTS (SELECT 1 FROM task_instances x WHERE x.run_id = r.id AND x.state = 'none')
 		   GROUP BY r.id
 		  HAVING bool_and(t.state IN `+tiTerminalSQL+`)),
 		culprit AS (
 		  SELECT DISTINCT ON (t.run_id) t.run_id, t.task_id, t.state, t.reason
 		    FROM task_instances t JOIN fin ON fin.id = t.run_id AND NOT fin.ok
-		   WHERE t.state IN ('failed', 'cancelled')
+		   WHERE t.state IN `+tiCulpritSQL+`
 		   ORDER BY t.run_id, t.end_date NULLS LAST, t.ordinal),
 		upd AS (
 		  UPDATE runs r
@@ -351,7 +351,8 @@ func finalizeRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 		    FROM fin LEFT JOIN culprit c ON c.run_id = fin.id
 		   WHERE r.id = fin.id AND r.state = 'running'
 		  RETURNING r.id, r.state, r.message)
-		INSERT INTO events (run_id, kind, message) SELECT id, 'run_' || state, message FROM upd`, ids)
+		INSERT INTO events (run_id, kind, message)
+		SELECT id, CASE WHEN state = 'success' THEN 'run_success' ELSE 'run_failed' END, message FROM upd`, ids)
 }
 
 // markIdleTx records, on the given running runs, whether any TI is still
@@ -364,7 +365,7 @@ func markIdleTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 		WITH u AS (
 		  UPDATE runs r SET idle_since = CASE WHEN x.live THEN NULL ELSE now() END
 		    FROM (SELECT r2.id, EXISTS (SELECT 1 FROM task_instances t WHERE t.run_id = r2.id
-		                 AND t.state IN ('scheduled', 'queued', 'running', 'up_for_retry')) AS live
+		                 AND t.state IN `+tiActiveSQL+`) AS live
 		            FROM runs r2 WHERE r2.id = ANY ($1) AND r2.state = 'running') x
 		   WHERE r.id = x.id AND (x.live = (r.idle_since IS NOT NULL))
 		  RETURNING x.live)

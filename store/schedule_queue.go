@@ -7,7 +7,7 @@ import (
 )
 
 // scheduleQueueSQL is the scheduler's steps 2 and 3 (docs/design.md §5)
-// in one statement: the 'none' TIs of the given runs whose upstreams all
+// in one statement: the none TIs of the given runs whose upstreams all
 // succeeded (or were skipped) become ready, and within each run's
 // max_active_tasks (queued + running TIs of the run, the cap it
 // snapshotted at trigger time; docs/scheduler-resilience.md) the ready
@@ -49,17 +49,17 @@ import (
 //
 // No event records either transition, as before the fold: the claim's
 // ti_claimed is a TI's first event after the trigger's run_queued.
-const scheduleQueueSQL = `
+var scheduleQueueSQL = `
 	WITH ready AS MATERIALIZED (
 	  SELECT ti.id, ti.run_id, ti.ordinal FROM task_instances ti, runs r
 	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
 	     AND NOT EXISTS (SELECT 1 FROM unnest(ti.upstream) AS u(task_id)
 	                      WHERE (SELECT up.state FROM task_instances up WHERE up.run_id = ti.run_id AND up.task_id = u.task_id)
-	                            NOT IN ('success', 'skipped'))),
+	                            NOT IN ` + tiDoneSQL + `)),
 	room AS MATERIALIZED (
 	  SELECT r.id, r.max_active_tasks - (
 	           SELECT count(*) FROM task_instances a
-	            WHERE a.run_id = r.id AND a.state IN ('queued', 'running')) AS free
+	            WHERE a.run_id = r.id AND a.state IN ` + tiDispatchedSQL + `) AS free
 	    FROM runs r WHERE r.id = ANY ($1) AND r.state = 'running'
 	     AND (r.id IN (SELECT run_id FROM ready)
 	          OR (SELECT s.id FROM task_instances s WHERE s.run_id = r.id AND s.state = 'scheduled'
@@ -77,11 +77,11 @@ const scheduleQueueSQL = `
 	          UNION ALL SELECT id, run_id, ordinal, false FROM waiting) c
 	    JOIN room ON room.id = c.run_id),
 	s AS (
-	  UPDATE task_instances t SET state = 'scheduled', updated_at = now()
-	   WHERE t.id = ANY (ARRAY (SELECT id FROM ranked WHERE fresh AND NOT pick)) AND t.state || '' = 'none'),
+	  UPDATE task_instances t SET state = ` + moveReadyScheduled.To() + `, updated_at = now()
+	   WHERE t.id = ANY (ARRAY (SELECT id FROM ranked WHERE fresh AND NOT pick)) AND t.state || '' IN ` + moveReadyScheduled.From() + `),
 	q AS (
-	  UPDATE task_instances t SET state = 'queued', queued_at = now(), updated_at = now()
-	   WHERE t.id = ANY (ARRAY (SELECT id FROM ranked WHERE pick)) AND t.state || '' IN ('none', 'scheduled')
+	  UPDATE task_instances t SET state = ` + moveReadyQueued.To() + `, queued_at = now(), updated_at = now()
+	   WHERE t.id = ANY (ARRAY (SELECT id FROM ranked WHERE pick)) AND t.state || '' IN ` + moveReadyQueued.From() + `
 	  RETURNING t.required_tags),
 	agg AS (
 	  SELECT count(*) AS n, coalesce(jsonb_agg(DISTINCT to_jsonb(required_tags))::text, '[]') AS sets FROM q)

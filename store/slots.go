@@ -39,7 +39,7 @@ func (s *Store) ScheduledDAGs(ctx context.Context) ([]ScheduledDAG, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.spec, d.next_slot,
 		       (SELECT max(logical_date) FROM runs r WHERE r.dag_id = d.dag_id AND r.run_type = 'scheduled'),
-		       (SELECT count(*) FROM runs r WHERE r.dag_id = d.dag_id AND r.state IN ('queued', 'running'))
+		       (SELECT count(*) FROM runs r WHERE r.dag_id = d.dag_id AND r.state IN `+runLiveSQL+`)
 		  FROM dags d
 		 WHERE NOT d.paused AND d.spec ? 'schedule'
 		 ORDER BY d.dag_id`)

@@ -30,7 +30,7 @@ func columnChecks(t *testing.T, ctx context.Context, conn *pgx.Conn) []checkCons
 		  FROM pg_constraint c
 		  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
 		 WHERE c.contype = 'c' AND cardinality(c.conkey) = 1
-		   AND c.conrelid IN ('task_instances'::regclass, 'runs'::regclass)
+		   AND c.conrelid IN ('task_instances'::regclass, 'runs'::regclass, 'agents'::regclass)
 		   AND a.attname IN ('state', 'reason')
 		 ORDER BY 1, 2, 3`)
 	require.NoError(t, err)
@@ -65,9 +65,9 @@ func sorted(vs []string) []string {
 }
 
 // Every CHECK constraint on task_instances.state, task_instances.reason,
-// runs.state and runs.reason in a migrated database allows exactly the
-// values package state lists (adr/0013-state-package.md): a state or
-// reason added on one side only fails here.
+// runs.state, runs.reason and agents.state in a migrated database allows
+// exactly the values package state lists (adr/0013-state-package.md): a
+// state or reason added on one side only fails here.
 func TestCheckConstraintsMatchStatePackage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -80,6 +80,7 @@ func TestCheckConstraintsMatchStatePackage(t *testing.T) {
 		"task_instances.reason": sorted(state.Strings(state.Reasons())),
 		"runs.state":            sorted(state.Strings(state.RunStates())),
 		"runs.reason":           sorted(state.Strings(state.Reasons())),
+		"agents.state":          sorted(state.Strings(state.AgentStates())),
 	}
 	found := map[string]int{}
 	for _, c := range columnChecks(t, ctx, conn) {

@@ -44,7 +44,7 @@ var (
 // attempt that is no longer current (docs/design.md §4: 409 with a reason).
 type StaleAttemptError struct {
 	TIID   int64
-	Reason StopReason // why the attempt is not current
+	Reason state.StopReason // why the attempt is not current
 	// State is the TI's current state, or "" when a concurrent change
 	// made the guarded write miss (the state is then unknown here).
 	State state.TI

@@ -10,10 +10,10 @@ import (
 // index ti_live_idx (scheduled, queued, running, up_for_retry), so the
 // read is bounded by the live work and never touches history; the LIMIT
 // bounds it again under a huge backlog.
-const LiveTICountsSQL = `
+var LiveTICountsSQL = `
 SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running')
   FROM (SELECT state FROM task_instances
-         WHERE state IN ('scheduled', 'queued', 'running', 'up_for_retry')
+         WHERE state IN ` + tiActiveSQL + `
          LIMIT $1) live`
 
 // LiveTICounts returns how many task instances are queued and running,

@@ -20,30 +20,10 @@ type Attempt struct {
 	AttemptID string
 }
 
-// StopReason says why an agent must stop an attempt: Heartbeat and
-// Register return it in Registered.Stops, and StaleAttemptError carries it
-// (as a string) when a completion arrives for an attempt that is no longer
-// current.
-type StopReason string
-
-// Stop reasons.
-const (
-	StopCancelled  StopReason = "cancelled"  // the run or TI was cancelled
-	StopReaped     StopReason = "reaped"     // a reaper gave up on the attempt
-	StopSuperseded StopReason = "superseded" // a newer attempt exists
-	StopUnknown    StopReason = "unknown"    // there is no such task instance
-	StopFinished   StopReason = "finished"   // the TI already reached a terminal state
-)
-
-// StopReasons lists every stop reason.
-func StopReasons() []StopReason {
-	return []StopReason{StopCancelled, StopReaped, StopSuperseded, StopUnknown, StopFinished}
-}
-
 // StopOrder tells an agent to kill the process of an attempt.
 type StopOrder struct {
 	Attempt
-	Reason StopReason
+	Reason state.StopReason
 }
 
 // Registration is what an agent registers with (Register): its unique
@@ -96,37 +76,16 @@ type ClaimedTask struct {
 	RunAsUser string
 }
 
-// Outcome is how an attempt ended, as its agent reports it.
-type Outcome string
-
-// Completion outcomes.
-const (
-	OutcomeSuccess          Outcome = "success"
-	OutcomeFailed           Outcome = "failed"            // non-zero exit or start failure
-	OutcomeExecutionTimeout Outcome = "execution_timeout" // the agent killed it
-)
-
-// Failure refines OutcomeFailed: why the process failed when it did not
-// exit with a code of its own. Empty: it exited non-zero (exit_code).
-type Failure string
-
-// Failures, each recorded as the state.Reason of the same name.
-const (
-	FailureAgentShutdown Failure = "agent_shutdown" // the agent's drain or stop killed it
-	FailureSignal        Failure = "signal"         // a signal Vigil did not send; Completion.Signal names it
-	FailureStartFailed   Failure = "start_failed"   // it could not be started
-)
-
 // Completion is an agent's report that an attempt ended (Complete).
 // ExitCode is nil when the process never exited on its own (a start
 // failure or a kill); Error describes a start failure. Failure (optional)
-// says which, and Signal names the signal for FailureSignal.
+// says which, and Signal names the signal for state.FailureSignal.
 type Completion struct {
 	Attempt
-	Outcome  Outcome
+	Outcome  state.Outcome
 	ExitCode *int
 	Error    string
-	Failure  Failure
+	Failure  state.Failure
 	Signal   string
 }
 
@@ -253,7 +212,7 @@ type Event struct {
 	ID        int64
 	RunID     int64
 	Time      time.Time
-	Kind      string
+	Kind      state.EventKind
 	TIID      *int64
 	TaskID    string
 	TryNumber *int
@@ -283,7 +242,7 @@ type Agent struct {
 	Tags            []string
 	Capacity        int
 	Running         int
-	State           string
+	State           state.Agent
 	RegisteredAt    time.Time
 	LastHeartbeatAt time.Time
 }

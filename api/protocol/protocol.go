@@ -2,13 +2,17 @@
 // shared by the server (package api), the agent and the CLI client.
 //
 // Durations travel as Go duration strings ("15s"); timestamps as RFC 3339
-// with nanoseconds. Source of the rules: docs/design.md §4 (agent protocol).
+// with nanoseconds. Words the protocol shares with the rest of Vigil
+// (outcomes, failures, stop reasons) are package state's types, which
+// encode as their plain strings. Source of the rules: docs/design.md §4 (agent protocol).
 package protocol
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/vigil-sched/vigil/state"
 )
 
 // Duration is a time.Duration that encodes in JSON as a Go duration string
@@ -53,19 +57,11 @@ type Attempt struct {
 	AttemptID string `json:"attempt_id"`
 }
 
-// Stop reasons an agent may be told, in register and heartbeat replies.
-const (
-	StopCancelled  = "cancelled"  // the run or TI was cancelled
-	StopReaped     = "reaped"     // a reaper gave up on the attempt
-	StopSuperseded = "superseded" // a newer attempt exists
-	StopUnknown    = "unknown"    // the server has no such attempt
-	StopFinished   = "finished"   // the TI already reached a terminal state
-)
-
-// StopOrder tells an agent to kill the process of an attempt.
+// StopOrder tells an agent to kill the process of an attempt, and why
+// (one of state.StopReasons()).
 type StopOrder struct {
 	Attempt
-	Reason string `json:"reason"`
+	Reason state.StopReason `json:"reason"`
 }
 
 // HeaderAgentCredential carries an agent's own credential, next to the
@@ -174,27 +170,6 @@ type HeartbeatResponse struct {
 	ServerTime time.Time   `json:"server_time"`
 }
 
-// Completion outcomes.
-const (
-	OutcomeSuccess          = "success"
-	OutcomeFailed           = "failed"            // non-zero exit, a kill or a start failure; see Failure*
-	OutcomeExecutionTimeout = "execution_timeout" // the agent killed it
-)
-
-// Failures refine OutcomeFailed in CompleteRequest.Failure. Empty means
-// the command exited with a non-zero ExitCode (reason exit_code).
-const (
-	// FailureAgentShutdown: the agent drained or stopped and killed the
-	// process group (reason agent_shutdown).
-	FailureAgentShutdown = "agent_shutdown"
-	// FailureSignal: a signal the agent did not send killed the process;
-	// CompleteRequest.Signal names it (reason signal).
-	FailureSignal = "signal"
-	// FailureStartFailed: the command could not be started, e.g. not
-	// found or not executable; Error says why (reason start_failed).
-	FailureStartFailed = "start_failed"
-)
-
 // CompleteRequest is the body of POST /v1/agents/{id}/complete. It is
 // accepted only for the current attempt; otherwise 409 stale_attempt.
 //
@@ -203,13 +178,15 @@ const (
 // server that does not know them ignores them.
 type CompleteRequest struct {
 	Attempt
-	Outcome  string `json:"outcome"`
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Error    string `json:"error,omitempty"`
-	// Failure is one of the Failure* values, only with OutcomeFailed.
-	Failure string `json:"failure,omitempty"`
+	Outcome  state.Outcome `json:"outcome"`
+	ExitCode *int          `json:"exit_code,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	// Failure is empty (the command exited with a non-zero ExitCode:
+	// reason exit_code) or one of state.Failures(), only with
+	// state.OutcomeFailed; each is recorded as the reason of its name.
+	Failure state.Failure `json:"failure,omitempty"`
 	// Signal is the name of the signal ("SIGKILL") that ended the process,
-	// only with FailureSignal.
+	// only with state.FailureSignal.
 	Signal string `json:"signal,omitempty"`
 }
 
