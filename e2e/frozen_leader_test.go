@@ -78,6 +78,7 @@ func TestProFrozenLeaderInsideTransaction(t *testing.T) {
 	assert.Contains(t, eventKinds(t, env, run), "run_started")
 
 	r1.p.signal(syscall.SIGCONT)
+	releaseHeldTx(t, marker)
 	assertDeposedLeaderWroteNothing(t, db, r1, marker, next)
 	l, n := leaderOf(append(others, r1))
 	assert.Equal(t, 1, n, "exactly one leader")
@@ -105,6 +106,13 @@ func startHeldLeader(t *testing.T, dbURL string, etcd []string, marker string, f
 	}, "r1 leads and holds a leader transaction open")
 	t.Logf("r1 leads with epoch %d and holds a leader transaction (%s)", epoch, strings.TrimSpace(readFile(t, marker)))
 	return r1, epoch
+}
+
+// releaseHeldTx lets the held leader transaction of the test hook go on
+// to its write (testhook.HoldLeaderTx).
+func releaseHeldTx(t *testing.T, marker string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(marker+".release", nil, 0o600))
 }
 
 // assertDeposedLeaderWroteNothing checks the woken r1: its write in the

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 # name | tag | expected pattern in the failing output | go test arguments
 mutants=(
   "agent-lost reaper at half its threshold|mutant_reaper_early|\[1 no live execution failed\]|-timeout 12m -v -run ^TestShortChaosRun\$ ./chaos/"
+  "fence check without its row lock|mutant_fence_nolock|a deposed leader's write committed after the fence moved|-timeout 5m -run ^TestProFenceRowLockKeepsADeposedLeaderOut\$ ./e2e/"
   "batch completion route without the credential check|mutant_completions_open|completions as agent [0-9]+ with another agent's credential|-run ^TestAgentCannotActAsAnotherAgent\$ ./api/"
 )
 if [ -n "${MUTANTS:-}" ]; then

@@ -135,8 +135,7 @@ func (s *Store) LeaderTx(ctx context.Context, epoch int64, fn func(tx Tx) error)
 func checkFence(ctx context.Context, tx pgx.Tx, epoch int64) error {
 	var cur int64
 	var holder *string
-	err := tx.QueryRow(ctx, `SELECT epoch, holder, set_config('vigil.epoch', $2::bigint::text, true)
-		FROM leader_fence WHERE name = $1 FOR SHARE`, FenceName, epoch).Scan(&cur, &holder, nil)
+	err := tx.QueryRow(ctx, checkFenceSQL, FenceName, epoch).Scan(&cur, &holder, nil)
 	if err != nil {
 		return fmt.Errorf("check fence: %w", err)
 	}

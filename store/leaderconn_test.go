@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,19 +110,24 @@ func TestLeaderSessionsCarryTimeouts(t *testing.T) {
 // holdLeaderTx runs a LeaderTx of epoch on st whose callback signals
 // started, then blocks until release is closed and then tries a write; it
 // returns the channel LeaderTx's error arrives on.
-func holdLeaderTx(t *testing.T, st *store.Store, epoch int64, started chan<- struct{}, release <-chan struct{}) <-chan error {
+func holdLeaderTx(t *testing.T, st *store.Store, epoch int64) (started <-chan struct{}, release func(), done <-chan error) {
 	t.Helper()
-	done := make(chan error, 1)
+	begun, gate := make(chan struct{}), make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	// A test that fails while the transaction is held must still end it,
+	// or closing the store waits for its connection forever.
+	t.Cleanup(release)
+	out := make(chan error, 1)
 	go func() {
-		done <- st.LeaderTx(context.Background(), epoch, func(tx store.Tx) error {
-			close(started)
-			<-release
+		out <- st.LeaderTx(context.Background(), epoch, func(tx store.Tx) error {
+			close(begun)
+			<-gate
 			_, err := tx.Exec(context.Background(),
 				`INSERT INTO settings (name, value) VALUES ('test.old_leader_write', 'x')`)
 			return err
 		})
 	}()
-	return done
+	return begun, release, out
 }
 
 func settingExists(t *testing.T, st *store.Store, name string) bool {
@@ -144,13 +150,13 @@ func TestAcquireFenceFailsFastBehindHeldLeaderTx(t *testing.T) {
 	next := openWith(t, url, store.Options{LeaderTimeouts: lt})
 	require.NoError(t, old.AcquireFence(ctx, 10, "old"))
 
-	started, release := make(chan struct{}), make(chan struct{})
-	done := holdLeaderTx(t, old, 10, started, release)
+	started, release, done := holdLeaderTx(t, old, 10)
 	<-started
 	began := time.Now()
 	err := next.AcquireFence(ctx, 11, "new")
 	waited := time.Since(began)
-	require.Error(t, err)
+	require.Error(t, err, "a new leader took the fence while an older term's leader transaction was open: "+
+		"the fence check does not keep the fence row locked")
 	assert.True(t, store.IsLockTimeout(err), "got %v", err)
 	assert.False(t, store.IsFenced(err))
 	assert.Contains(t, err.Error(), "lock_timeout 300ms")
@@ -163,7 +169,7 @@ func TestAcquireFenceFailsFastBehindHeldLeaderTx(t *testing.T) {
 
 	// The old transaction commits (it still holds epoch 10); then the new
 	// leader takes the fence and the old epoch is refused.
-	close(release)
+	release()
 	require.NoError(t, <-done)
 	require.NoError(t, next.AcquireFence(ctx, 11, "new"))
 	err = old.LeaderTx(ctx, 10, func(store.Tx) error { t.Error("fenced work ran"); return nil })
@@ -183,8 +189,7 @@ func TestIdleLeaderSessionTerminated(t *testing.T) {
 	next := openWith(t, url, store.Options{ElectionTTL: 2 * time.Second, LeaderTimeouts: lt})
 	require.NoError(t, old.AcquireFence(ctx, 20, "old"))
 
-	started, release := make(chan struct{}), make(chan struct{})
-	done := holdLeaderTx(t, old, 20, started, release)
+	started, release, done := holdLeaderTx(t, old, 20)
 	<-started
 	began := time.Now()
 	require.NoError(t, next.AcquireFence(ctx, 21, "new"), "the idle old session was ended within lock_timeout")
@@ -192,7 +197,7 @@ func TestIdleLeaderSessionTerminated(t *testing.T) {
 	assert.Less(t, waited, lt.Lock, "AcquireFence won once the idle session ended")
 	t.Logf("AcquireFence won after %s (idle timeout %s)", waited.Round(time.Millisecond), lt.IdleInTransaction)
 
-	close(release)
+	release()
 	err := <-done
 	require.Error(t, err, "the old transaction's session is gone")
 	assert.False(t, settingExists(t, next, "test.old_leader_write"), "the deposed write did not land")

@@ -30,7 +30,7 @@ const EnvHoldLeaderTx = "VIGIL_TESTHOOK_HOLD_LEADER_TX"
 // after its hold.
 const DeposedWriteSetting = "testhook.deposed_write"
 
-// holdMax bounds the hold when its context never ends.
+// holdMax bounds the hold when the test never releases it.
 const holdMax = 60 * time.Second
 
 // HoldLeaderTx returns a store.TestSignals.HoldLeaderTx that turns the
@@ -39,16 +39,19 @@ const holdMax = 60 * time.Second
 // (e2e/frozen_leader_test.go):
 //
 //  1. it writes marker ("pid P epoch E"), then
-//  2. holds its transaction open, sending nothing, until its context ends
-//     or a minute passes, then
+//  2. holds its transaction open, sending nothing, until the test creates
+//     <marker>.release (the moment the test chooses, whatever became of
+//     the process's leadership meanwhile) or a minute passes, then
 //  3. inside that same transaction, with a fresh 10 s context, writes the
 //     settings row DeposedWriteSetting and commits, and
 //  4. writes the outcome ("committed" or "failed: <error>") to
 //     <marker>.result and returns the write's error, if any.
 //
-// With the leader timeouts in place the write must fail: PostgreSQL ended
-// the idle session long before. A committed row means a deposed leader
-// wrote. Every later transaction runs its callback as usual.
+// Held past the leader timeouts, the write must fail: PostgreSQL ended
+// the idle session. Released sooner, it commits only if the fence still
+// held its epoch at the commit: the fence check's row lock keeps a newer
+// leader from moving it meanwhile. Every later transaction runs its
+// callback as usual.
 func HoldLeaderTx(marker string) func(ctx context.Context, tx pgx.Tx, epoch int64) (bool, error) {
 	var taken atomic.Bool
 	return func(ctx context.Context, tx pgx.Tx, epoch int64) (bool, error) {
@@ -65,11 +68,10 @@ func hold(ctx context.Context, tx pgx.Tx, epoch int64, marker string) error {
 		return fmt.Errorf("test hook: write marker: %w", err)
 	}
 	log.Warn("test hook: holding a leader transaction open", "marker", marker, "max", holdMax)
-	timer := time.NewTimer(holdMax)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-	case <-timer.C:
+	for deadline := time.Now().Add(holdMax); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(marker + ".release"); err == nil {
+			break
+		}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
