@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/dag"
@@ -126,6 +128,9 @@ func (a *Agent) workDir(u *taskUser) (string, error) {
 	a.workMu.Lock()
 	defer a.workMu.Unlock()
 	if a.workBase == "" {
+		if err := u.reaches(os.TempDir()); err != nil {
+			return "", fmt.Errorf("task working directories: %w; set the agent's TMPDIR to a directory every task user can enter, such as /tmp", err)
+		}
 		base, err := os.MkdirTemp("", "vigil-agent-tasks-")
 		if err != nil {
 			return "", fmt.Errorf("task working directories: %w", err)
@@ -163,6 +168,41 @@ func (a *Agent) removeWorkBase() {
 			a.log.Warn("remove task working directories", "dir", a.workBase, "err", err)
 		}
 		a.workBase = ""
+	}
+}
+
+// reaches reports, as an error naming the directory, whether u may pass
+// through dir and each of its ancestors (search permission for u's uid,
+// primary or supplementary group, or others): a working directory below
+// one it cannot enter would fail every start with a bare chdir error.
+func (u *taskUser) reaches(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		mode := fi.Mode().Perm()
+		var bit os.FileMode = 0o001
+		switch {
+		case int(st.Uid) == u.uid:
+			bit = 0o100
+		case int(st.Gid) == u.gid || slices.Contains(u.groups, int(st.Gid)):
+			bit = 0o010
+		}
+		if mode&bit == 0 {
+			return fmt.Errorf("user %s cannot enter %s (mode %04o, owner %d:%d)", u.name, p, mode, st.Uid, st.Gid)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
 	}
 }
 

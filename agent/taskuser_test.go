@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +98,31 @@ func TestTaskUserConfigErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want, tc.name)
 	}
 	geteuid = os.Geteuid
+}
+
+// TestTaskUserReaches checks the search-permission walk that stops the
+// agent from placing working directories where its task user cannot go.
+func TestTaskUserReaches(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	top, err := os.MkdirTemp("", "vigil-reach-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(top) })
+	inner := filepath.Join(top, "a", "b")
+	require.NoError(t, os.MkdirAll(inner, 0o755))
+	nobody := &taskUser{name: "nobody", uid: 65534, gid: 65534, groups: []int{65534}}
+	require.NoError(t, os.Chmod(top, 0o711))
+	assert.NoError(t, nobody.reaches(inner))
+
+	require.NoError(t, os.Chmod(top, 0o700))
+	err = nobody.reaches(inner)
+	require.Error(t, err)
+	assert.Equal(t, "user nobody cannot enter "+top+" (mode 0700, owner 0:0)", err.Error())
+
+	require.NoError(t, os.Chown(top, 0, 65534))
+	require.NoError(t, os.Chmod(top, 0o710))
+	assert.NoError(t, nobody.reaches(inner), "through its group")
+	require.NoError(t, os.Chown(top, 65534, 0))
+	require.NoError(t, os.Chmod(top, 0o700))
+	assert.NoError(t, nobody.reaches(inner), "as the owner")
 }
