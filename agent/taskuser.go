@@ -127,10 +127,14 @@ func (a *Agent) taskUserFor(runAs string) (*taskUser, error) {
 func (a *Agent) workDir(u *taskUser) (string, error) {
 	a.workMu.Lock()
 	defer a.workMu.Unlock()
+	parent := os.TempDir()
+	if a.workBase != "" {
+		parent = filepath.Dir(a.workBase)
+	}
+	if err := u.reaches(parent); err != nil { // a few stat calls per start, for each user
+		return "", fmt.Errorf("task working directories: %w; set the agent's TMPDIR to a directory every task user can enter, such as /tmp", err)
+	}
 	if a.workBase == "" {
-		if err := u.reaches(os.TempDir()); err != nil {
-			return "", fmt.Errorf("task working directories: %w; set the agent's TMPDIR to a directory every task user can enter, such as /tmp", err)
-		}
 		base, err := os.MkdirTemp("", "vigil-agent-tasks-")
 		if err != nil {
 			return "", fmt.Errorf("task working directories: %w", err)
