@@ -188,6 +188,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("DELETE", "/v1/thresholds", opToken, "", nil, true, 200)
 	c.do("GET", "/v1/reap", opToken, "", nil, true, 200)
 	c.do("GET", "/v1/at-risk", viewerToken, "", nil, true, 200)
+	c.do("GET", fmt.Sprintf("/v1/at-risk?run_id=%d", run.ID), viewerToken, "", nil, true, 200)
+	c.do("GET", "/v1/at-risk?run_id=x", viewerToken, "", nil, false, 400)
 	c.do("GET", "/v1/cluster", viewerToken, "", nil, true, 200)
 	c.do("PUT", "/v1/thresholds", viewerToken, "", map[string]string{"orphan": "10m"}, true, 403)
 	// Console session: sign in, read and write by cookie, sign out.

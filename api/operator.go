@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
@@ -75,8 +76,64 @@ func (s *Server) applyDAG(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("dag applied", "dag_id", spec.DAGID, "result", result, "tasks", len(spec.Tasks))
-	writeJSON(w, http.StatusOK, protocol.ApplyDAGResponse{DAGID: spec.DAGID, Result: result})
+	warnings := s.tagWarnings(r, spec)
+	s.log.Info("dag applied", "dag_id", spec.DAGID, "result", result, "tasks", len(spec.Tasks), "warnings", len(warnings))
+	writeJSON(w, http.StatusOK, protocol.ApplyDAGResponse{DAGID: spec.DAGID, Result: result, Warnings: warnings})
+}
+
+// offersAll reports whether an agent with these tags may run a task that
+// requires tags: it offers every one (the claim's required_tags <@ tags).
+func offersAll(agent, tags []string) bool {
+	for _, t := range tags {
+		if !slices.Contains(agent, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// tagWarnings names each task of spec whose tags no single live agent
+// (active within the agent-lost threshold, as dispatch-lost counts them)
+// offers, with the tags no live agent offers at all. Agents may come
+// later, so these are warnings, not a refusal; a failed read gives none.
+func (s *Server) tagWarnings(r *http.Request, spec *dag.Spec) []string {
+	if !slices.ContainsFunc(spec.Tasks, func(t dag.Task) bool { return len(t.Tags) > 0 }) {
+		return nil
+	}
+	now, err := s.cfg.Store.Now(r.Context())
+	var live [][]string
+	if err == nil {
+		live, err = s.cfg.Store.LiveAgentTags(r.Context(), now, s.cfg.Control.Thresholds().AgentLost)
+	}
+	if err != nil {
+		s.log.Warn("dag tags not checked against the live agents", "dag_id", spec.DAGID, "err", err)
+		return nil
+	}
+	offered := map[string]bool{}
+	for _, tags := range live {
+		for _, t := range tags {
+			offered[t] = true
+		}
+	}
+	var out []string
+	for _, task := range spec.Tasks {
+		if len(task.Tags) == 0 || slices.ContainsFunc(live, func(agent []string) bool { return offersAll(agent, task.Tags) }) {
+			continue
+		}
+		var missing []string
+		for _, t := range task.Tags {
+			if !offered[t] {
+				missing = append(missing, t)
+			}
+		}
+		why := fmt.Sprintf("no live agent offers tags %v", missing)
+		if len(missing) == 0 {
+			why = fmt.Sprintf("no single live agent offers all of its tags %v", task.Tags)
+		}
+		out = append(out, fmt.Sprintf("dag %s task %s: tags %v: %s (%d live agents); it will wait in queued until one does, and dispatch_lost fails it after %s",
+			spec.DAGID, task.ID, task.Tags, why, len(live), s.cfg.Control.Thresholds().DispatchLost))
+	}
+	return out
 }
 
 func (s *Server) pauseDAG(w http.ResponseWriter, r *http.Request)   { s.setPaused(w, r, true) }
@@ -193,7 +250,36 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toRunDetail(run))
+	detail := toRunDetail(run)
+	s.explainQueued(r, &detail)
+	writeJSON(w, http.StatusOK, detail)
+}
+
+// explainQueued gives each queued TI of the run that no live agent can
+// take the reason no_matching_agent and the at-risk report's words (which
+// tags are missing, and when dispatch-lost acts), so `runs show` and the
+// run page say why it waits. It is computed at each read from the same
+// report as GET /v1/at-risk?run_id=N, and stores nothing: the TI takes
+// any agent that comes. A failed read leaves the reasons empty.
+func (s *Server) explainQueued(r *http.Request, d *protocol.RunDetail) {
+	if !slices.ContainsFunc(d.TaskInstances, func(ti protocol.TaskInstance) bool {
+		return ti.State == string(state.TIQueued) && ti.Reason == ""
+	}) {
+		return
+	}
+	rep, err := s.cfg.Control.AtRisk(r.Context(), d.ID)
+	if err != nil {
+		s.log.Warn("queued reasons not computed", "run_id", d.ID, "err", err)
+		return
+	}
+	for _, q := range rep.Queued {
+		for i := range d.TaskInstances {
+			if ti := &d.TaskInstances[i]; ti.ID == q.TIID && ti.State == string(state.TIQueued) && ti.Reason == "" {
+				ti.Reason = string(state.ReasonNoMatchingAgent)
+				ti.Message = fmt.Sprintf("%s; dispatch_lost fails it in %s unless such an agent comes", q.Outcome, q.TimeLeft.D().Round(time.Second))
+			}
+		}
+	}
 }
 
 // runEvents serves one page of a run's timeline: ?after=ID (exclusive

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"time"
 
@@ -124,9 +125,14 @@ func (s *Server) fillLeader(rep *protocol.ReapReport) {
 }
 
 // atRisk lists the work a reaper will act on if nothing changes, with the
-// time left before it does (reaper.Reapers.AtRisk).
+// time left before it does (reaper.Reapers.AtRisk); ?run_id=N limits it
+// to one run (the run page's hints).
 func (s *Server) atRisk(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.cfg.Control.AtRisk(r.Context())
+	runID, ok := queryInt(w, r, "run_id", math.MaxInt64)
+	if !ok {
+		return
+	}
+	rep, err := s.cfg.Control.AtRisk(r.Context(), runID)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

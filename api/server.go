@@ -60,8 +60,8 @@ type Control interface {
 	// MassSilence is the leader's mass-silence brake verdict, for health.
 	MassSilence() reaper.Brake
 	// AtRisk lists the work a reaper will act on if nothing changes
-	// (GET /v1/at-risk).
-	AtRisk(ctx context.Context) (protocol.AtRisk, error)
+	// (GET /v1/at-risk): of every run (runID 0) or of one.
+	AtRisk(ctx context.Context, runID int64) (protocol.AtRisk, error)
 }
 
 // Config configures a Server. Store, Metrics and both tokens are required.

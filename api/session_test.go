@@ -197,6 +197,7 @@ func TestAtRiskListsWorkBeforeItIsReaped(t *testing.T) {
 	code, e = h.call("GET", "/v1/at-risk", viewerToken, nil, &fresh)
 	require.Equal(t, 200, code, e.Message)
 	assert.Empty(t, fresh.Running, "a heartbeat just now is not at risk")
+	assert.Empty(t, fresh.Runs, "a 10m timeout that just started is not nearing (listed in its last quarter)")
 
 	// Age the heartbeat by 40 s: overdue by more than one interval (the
 	// scheduler's default 15 s), well within the 90 s agent-lost threshold.
@@ -206,6 +207,8 @@ func TestAtRiskListsWorkBeforeItIsReaped(t *testing.T) {
 	_, err = db.Exec(context.Background(), `UPDATE task_instances SET last_heartbeat_at = now() - interval '40 seconds' WHERE run_id = $1`, runID)
 	require.NoError(t, err)
 	_, err = db.Exec(context.Background(), `UPDATE agents SET oldest_heartbeat_at = now() - interval '40 seconds' WHERE id = $1`, agentID)
+	require.NoError(t, err)
+	_, err = db.Exec(context.Background(), `UPDATE runs SET deadline_at = now() + interval '2 minutes' WHERE id = $1`, gpuRun)
 	require.NoError(t, err)
 
 	var risk protocol.AtRisk
@@ -220,9 +223,44 @@ func TestAtRiskListsWorkBeforeItIsReaped(t *testing.T) {
 	require.Len(t, risk.Queued, 1, "%+v", risk)
 	assert.Equal(t, []string{"gpu"}, risk.Queued[0].MissingTags)
 	assert.Equal(t, gpuRun, risk.Queued[0].RunID)
-	require.Len(t, risk.Runs, 1, "the gpu run's 10m timeout is within the 15m horizon")
+	require.Len(t, risk.Runs, 1, "the gpu run's 10m timeout has 2m left: within its last quarter")
 	assert.Equal(t, gpuRun, risk.Runs[0].RunID)
-	assert.InDelta(t, (10 * time.Minute).Seconds(), risk.Runs[0].TimeLeft.D().Seconds(), 15)
+	assert.InDelta(t, (2 * time.Minute).Seconds(), risk.Runs[0].TimeLeft.D().Seconds(), 15)
+
+	// One run's share, as the run page reads it, is the same report's.
+	var one protocol.AtRisk
+	code, e = h.call("GET", fmt.Sprintf("/v1/at-risk?run_id=%d", runID), viewerToken, nil, &one)
+	require.Equal(t, 200, code, e.Message)
+	require.Len(t, one.Running, 1)
+	assert.Equal(t, r.TIID, one.Running[0].TIID)
+	assert.Equal(t, r.Decision, one.Running[0].Decision)
+	assert.Equal(t, r.Outcome, one.Running[0].Outcome, "the overdue heartbeat, in the same words")
+	assert.Empty(t, one.Queued)
+	assert.Empty(t, one.Runs)
+	one = protocol.AtRisk{}
+	code, e = h.call("GET", fmt.Sprintf("/v1/at-risk?run_id=%d", gpuRun), viewerToken, nil, &one)
+	require.Equal(t, 200, code, e.Message)
+	assert.Empty(t, one.Running)
+	require.Len(t, one.Queued, 1)
+	assert.Equal(t, risk.Queued[0].TIID, one.Queued[0].TIID)
+	require.Len(t, one.Runs, 1)
+
+	// The queued TI says why it waits, in GET /v1/runs/{id}.
+	var detail protocol.RunDetail
+	code, e = h.call("GET", fmt.Sprintf("/v1/runs/%d", gpuRun), viewerToken, nil, &detail)
+	require.Equal(t, 200, code, e.Message)
+	require.Len(t, detail.TaskInstances, 1)
+	ti := detail.TaskInstances[0]
+	assert.Equal(t, "queued", ti.State)
+	assert.Equal(t, string(state.ReasonNoMatchingAgent), ti.Reason)
+	assert.Contains(t, ti.Message, "no active agent offers tags [gpu]")
+	assert.Contains(t, ti.Message, "dispatch_lost fails it in")
+	var other protocol.RunDetail
+	code, e = h.call("GET", fmt.Sprintf("/v1/runs/%d", runID), viewerToken, nil, &other)
+	require.Equal(t, 200, code, e.Message)
+	for _, ti := range other.TaskInstances {
+		assert.Empty(t, ti.Reason, "%s: a running TI has no waiting reason", ti.TaskID)
+	}
 
 	// Nothing was reaped by looking.
 	assert.Equal(t, state.TIRunning, h.ti(runID, "t000").State)

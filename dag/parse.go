@@ -309,6 +309,7 @@ var (
 	unknownField  = regexp.MustCompile(`(?s)^field (.*) not found in type (\S+)$`)
 	repeatedKey   = regexp.MustCompile(`^mapping key ("(?:[^"\\]|\\.)*") already defined at line (\d+)$`)
 	unmarshalTag  = regexp.MustCompile(`^cannot unmarshal (\S+)`)
+	wrongType     = regexp.MustCompile("^cannot unmarshal (\\S+) (`[^`]*`|) ?into (\\S+)$")
 	backtickValue = regexp.MustCompile("`([^`]*)`")
 	durationValue = regexp.MustCompile(`^invalid duration ("(?:[^"\\]|\\.)*")(\.\.\.)?`)
 )
@@ -460,7 +461,47 @@ func (ix nodeIndex) explain(msg string) string {
 			values = narrow(values, func(e nodeEntry) bool { return textMatches(e.text, shown, cut) })
 		}
 	}
-	return inPath(outermost(values), "line "+m[1]+": "+rest)
+	path := outermost(values)
+	return inPath(path, "line "+m[1]+": "+wrongShape(path, rest))
+}
+
+// wrongShape rewords the library's "cannot unmarshal !!str `x` into
+// []string" as the rule the field has, with an example (docs/dag-spec.md):
+// a command written as one string is the common case.
+func wrongShape(path, rest string) string {
+	w := wrongType.FindStringSubmatch(rest)
+	if w == nil {
+		return rest
+	}
+	got := yamlKind(strings.TrimPrefix(w[1], "!!"))
+	if w[2] != "" {
+		got += " " + w[2]
+	}
+	switch {
+	case w[3] == "[]string" && (path == "command" || strings.HasSuffix(path, ": command")):
+		return fmt.Sprintf("command must be a list of strings (the argv, run without a shell), not a %s: "+
+			`write command: ["echo", "hi"], or command: ["sh", "-c", "echo hi"] for a shell`, got)
+	case w[3] == "[]string":
+		return fmt.Sprintf("must be a list of strings, e.g. [a, b], not a %s", got)
+	case w[3] == "map[string]string":
+		return fmt.Sprintf(`must be a mapping of names to string values, e.g. {REGION: "eu", LIMIT: "500"}, not a %s`, got)
+	}
+	return rest
+}
+
+// yamlKind names a YAML short tag (without "!!") in words.
+func yamlKind(tag string) string {
+	switch tag {
+	case "str":
+		return "string"
+	case "seq":
+		return "list"
+	case "map":
+		return "mapping"
+	case "int", "float", "bool":
+		return tag
+	}
+	return tag + " value"
 }
 
 func inPath(path, msg string) string {

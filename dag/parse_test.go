@@ -194,9 +194,15 @@ func TestParseDecodeErrorsNameTheField(t *testing.T) {
 		{"retries not a number", task + "    retries: many\n",
 			"dag \"d\": task \"a\": retries: line 5: cannot unmarshal !!str `many` into int"},
 		{"command not a list", "dag_id: d\ntasks:\n  - id: a\n    command: echo hi\n",
-			"dag \"d\": task \"a\": command: line 4: cannot unmarshal !!str `echo hi` into []string"},
+			"dag \"d\": task \"a\": command: line 4: command must be a list of strings (the argv, run without a shell), not a string `echo hi`: " +
+				`write command: ["echo", "hi"], or command: ["sh", "-c", "echo hi"] for a shell`},
+		{"command a quoted string", "dag_id: d\ntasks:\n  - id: a\n    command: \"echo hi\"\n",
+			"dag \"d\": task \"a\": command: line 4: command must be a list of strings (the argv, run without a shell), not a string `echo hi`: " +
+				`write command: ["echo", "hi"], or command: ["sh", "-c", "echo hi"] for a shell`},
+		{"tags a string", task + "    tags: gpu\n",
+			"dag \"d\": task \"a\": tags: line 5: must be a list of strings, e.g. [a, b], not a string `gpu`"},
 		{"env not a mapping", task + "    env: [A]\n",
-			`dag "d": task "a": env: line 5: cannot unmarshal !!seq into map[string]string`},
+			`dag "d": task "a": env: line 5: must be a mapping of names to string values, e.g. {REGION: "eu", LIMIT: "500"}, not a list`},
 		{"tasks not a list", "dag_id: d\ntasks: {a: 1}\n",
 			`dag "d": tasks: line 2: cannot unmarshal !!map into []dag.Task`},
 		{"spec not a mapping", "- a\n- b\n",

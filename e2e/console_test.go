@@ -26,6 +26,7 @@ var consoleDAGs = map[string]string{
 		"  - id: report\n    depends_on: [fetch]\n    command: ['true']\n",
 	"beats":  "dag_id: beats\ntasks:\n  - id: beat\n    retries: 1\n    command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do echo beat $i; sleep 0.5; done']\n",
 	"gpu":    "dag_id: gpu\ntimeout: 10m\ntasks:\n  - id: train\n    tags: [gpu]\n    command: ['true']\n",
+	"hint":   "dag_id: hint\ntasks:\n  - id: sit\n    tags: [hint]\n    command: [sh, -c, 'echo sitting; sleep 120']\n",
 	"steady": "dag_id: steady\ntasks:\n  - id: count\n    command: [sh, -c, 'i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo line $i; sleep 0.1; done']\n",
 }
 
@@ -116,6 +117,34 @@ func TestConsoleInABrowser(t *testing.T) {
 		assert.Contains(t, b.text(row), "gpu", "the missing tag is named")
 		assert.Equal(t, "queued", taskInstance(t, runDetail(t, lite, run.ID), "train").State, "listed, not reaped")
 		b.shot("at-risk")
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), `#tis tr[data-task="train"]`)
+		b.waitFor("the run page says why train waits", `#tis tr[data-task="train"]`)
+		assert.Contains(t, b.text(`#tis tr[data-task="train"]`), "no_matching_agent")
+		assert.Contains(t, b.text(`#tis tr[data-task="train"]`), "no active agent offers tags [gpu]")
+	})
+
+	t.Run("the run page shows an overdue heartbeat", func(t *testing.T) {
+		b := b.on(t)
+		// A long agent-lost threshold, so the hint stays up: agent-lost
+		// does not act for a minute. Reset before the next subtest.
+		cliOK(t, lite, "thresholds", "set", "--agent-lost", "60s")
+		defer cliOK(t, lite, "thresholds", "reset")
+		a := startAgent(t, []string{lite.URL}, agentToken, "host-5", "--tags", "hint", "--kill-grace", killGrace.String())
+		run, _ := triggerJSON(t, lite, "hint", false)
+		waitTI(t, lite, run.ID, "sit", 30*time.Second, "running with started_at", func(ti protocol.TaskInstance) bool {
+			return ti.State == "running" && ti.StartedAt != nil
+		})
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), `#tis tr[data-task="sit"]`)
+		var hints int
+		b.eval(`document.querySelectorAll("#tis tr[data-overdue]").length`, &hints)
+		assert.Zero(t, hints, "heartbeats on time: no hint")
+		a.kill(t)
+		b.waitFor("the hint appears once the heartbeat is overdue", `#tis tr[data-overdue="sit"]`)
+		hint := strings.Join(strings.Fields(b.text(`#tis tr[data-overdue="sit"]`)), " ")
+		assert.Regexp(t, `heartbeat overdue by \S+: agent host-5 \(#\d+\) last heartbeated at .*; agent_lost acts in \S+`, hint)
+		assert.Contains(t, hint, "agent_lost", "what agent-lost will decide")
+		assert.Equal(t, "running", taskInstance(t, runDetail(t, lite, run.ID), "sit").State, "hinted, not reaped")
+		b.shot("run-detail-overdue")
 	})
 
 	t.Run("a bad threshold is rejected inline", func(t *testing.T) {

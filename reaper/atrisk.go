@@ -7,10 +7,25 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/store"
 )
 
-// RunHorizon is how far ahead AtRisk looks for run timeout deadlines.
+// RunHorizon is how far ahead AtRisk looks for run timeout deadlines: a
+// run is nearing its timeout once its time left is at most the smaller
+// of RunHorizon and NearingFraction of its timeout (nearing).
 const RunHorizon = 15 * time.Minute
+
+// NearingFraction is the share of a run's timeout that, left, makes it
+// nearing: a 10m timeout is listed in its last 2m30s, a 2h one in its
+// last 15m (RunHorizon), so a short timeout is not at risk from its
+// first second.
+const NearingFraction = 4
+
+// nearing reports whether a run with this timeout and time left is
+// nearing its deadline.
+func nearing(timeout, left time.Duration) bool {
+	return left <= min(RunHorizon, timeout/NearingFraction)
+}
 
 // AtRisk lists the work a reaper will act on if nothing changes, with the
 // time left before it does (GET /v1/at-risk, vigil at-risk, the console's
@@ -21,13 +36,26 @@ const RunHorizon = 15 * time.Minute
 //     and LostAttempt says what the reaper would decide;
 //   - dispatch-lost's query with a zero threshold lists every queued TI no
 //     active agent can take, and its plan says why;
-//   - run-timeout's query at now + RunHorizon lists runs nearing their
-//     deadline.
+//   - run-timeout's query at now + RunHorizon lists runs, kept when
+//     nearing their deadline (see nearing).
 //
 // term is the leader's (nil on a follower, whose grace is unknown); any
 // grace or brake that would hold a reaper back is reported in Grace.
 // hbInterval is the agents' heartbeat interval. It writes nothing.
 func (r *Reapers) AtRisk(ctx context.Context, term *Term, hbInterval time.Duration) (protocol.AtRisk, error) {
+	return r.atRisk(ctx, term, hbInterval, 0)
+}
+
+// RunAtRisk is AtRisk for one run (GET /v1/at-risk?run_id=N): the run
+// page's overdue hint and the reason its queued TIs wait. It reads that
+// run's running and queued TIs (store.RunRunning, store.RunQueued) and
+// judges them with the same rules and words as AtRisk.
+func (r *Reapers) RunAtRisk(ctx context.Context, term *Term, hbInterval time.Duration, runID int64) (protocol.AtRisk, error) {
+	return r.atRisk(ctx, term, hbInterval, runID)
+}
+
+// atRisk is AtRisk over every run (runID 0) or one.
+func (r *Reapers) atRisk(ctx context.Context, term *Term, hbInterval time.Duration, runID int64) (protocol.AtRisk, error) {
 	now, err := r.cfg.Clock.Now(ctx)
 	if err != nil {
 		return protocol.AtRisk{}, fmt.Errorf("reaper clock: %w", err)
@@ -39,10 +67,10 @@ func (r *Reapers) AtRisk(ctx context.Context, term *Term, hbInterval time.Durati
 			DispatchLost: protocol.Duration(th.DispatchLost), Orphan: protocol.Duration(th.Orphan)},
 		Running: []protocol.AtRiskRunning{}, Queued: []protocol.AtRiskQueued{}, Runs: []protocol.AtRiskRun{},
 	}
-	if err := r.atRiskRunning(ctx, now, th, hbInterval, &out); err != nil {
+	if err := r.atRiskRunning(ctx, now, th, hbInterval, runID, &out); err != nil {
 		return out, err
 	}
-	if err := r.atRiskQueued(ctx, now, th, &out); err != nil {
+	if err := r.atRiskQueued(ctx, now, th, runID, &out); err != nil {
 		return out, err
 	}
 	runs, err := r.cfg.Store.ListTimedOutRuns(ctx, now.Add(RunHorizon), r.cfg.Batch)
@@ -50,19 +78,34 @@ func (r *Reapers) AtRisk(ctx context.Context, term *Term, hbInterval time.Durati
 		return out, err
 	}
 	for _, c := range runs {
+		left := max(c.Deadline.Sub(now), 0)
+		if (runID != 0 && c.RunID != runID) || !nearing(c.Timeout, left) {
+			continue
+		}
 		out.Runs = append(out.Runs, protocol.AtRiskRun{RunID: c.RunID, DAGID: c.DAGID, State: string(c.State),
-			Timeout: protocol.Duration(c.Timeout), Deadline: c.Deadline, TimeLeft: protocol.Duration(max(c.Deadline.Sub(now), 0))})
+			Timeout: protocol.Duration(c.Timeout), Deadline: c.Deadline, TimeLeft: protocol.Duration(left)})
 	}
 	r.atRiskGrace(ctx, now, term, th, &out)
 	return out, nil
 }
 
-func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Thresholds, hb time.Duration, out *protocol.AtRisk) error {
-	stale, err := r.cfg.Store.ListStaleRunning(ctx, now, 2*hb, r.cfg.Batch)
+// atRiskRunning lists running TIs whose heartbeat is overdue by more than
+// one interval (silent for two): all of them, or those of runID.
+func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Thresholds, hb time.Duration, runID int64, out *protocol.AtRisk) error {
+	var stale []store.StaleRunning
+	var err error
+	if runID == 0 {
+		stale, err = r.cfg.Store.ListStaleRunning(ctx, now, 2*hb, r.cfg.Batch)
+	} else {
+		stale, err = r.cfg.Store.RunRunning(ctx, runID, now)
+	}
 	if err != nil {
 		return err
 	}
 	for _, c := range stale {
+		if c.Age <= 2*hb {
+			continue
+		}
 		silent := fmt.Sprintf("agent %s silent for %s (threshold %s)", agentName(c.AgentID), c.Age.Round(time.Second), th.AgentLost)
 		reap := LostAttempt(c, silent)
 		out.Running = append(out.Running, protocol.AtRiskRunning{
@@ -74,13 +117,24 @@ func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Threshold
 	return nil
 }
 
-func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds, out *protocol.AtRisk) error {
-	stale, err := r.cfg.Store.ListStaleQueued(ctx, now, 0, th.AgentLost, r.cfg.Batch, false)
+// atRiskQueued lists queued TIs no active agent can take: all of them,
+// or those of runID.
+func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds, runID int64, out *protocol.AtRisk) error {
+	var stale []store.StaleQueued
+	var err error
+	if runID == 0 {
+		stale, err = r.cfg.Store.ListStaleQueued(ctx, now, 0, th.AgentLost, r.cfg.Batch, false)
+	} else {
+		stale, err = r.cfg.Store.RunQueued(ctx, runID, now, th.AgentLost)
+	}
 	if err != nil {
 		return err
 	}
 	activeSince := now.Add(-th.AgentLost)
 	for _, c := range stale {
+		if c.Covered {
+			continue
+		}
 		p := r.dispatchLostPlan(c, th, activeSince)
 		missing := c.Missing
 		if missing == nil {

@@ -393,11 +393,15 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 }
 
 // AtRisk lists the work a reaper will act on if nothing changes, with the
-// time left (reaper.Reapers.AtRisk). On a follower the leader's grace is
+// time left (reaper.Reapers.AtRisk): of every run (runID 0) or of one
+// (reaper.Reapers.RunAtRisk). On a follower the leader's grace is
 // unknown and the report says so.
-func (s *Scheduler) AtRisk(ctx context.Context) (protocol.AtRisk, error) {
+func (s *Scheduler) AtRisk(ctx context.Context, runID int64) (protocol.AtRisk, error) {
 	if err := s.RefreshThresholds(ctx); err != nil {
 		return protocol.AtRisk{}, err
+	}
+	if runID != 0 {
+		return s.reapers.RunAtRisk(ctx, s.currentTerm(), s.cfg.HeartbeatInterval, runID)
 	}
 	return s.reapers.AtRisk(ctx, s.currentTerm(), s.cfg.HeartbeatInterval)
 }

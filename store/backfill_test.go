@@ -52,6 +52,11 @@ func TestBackfillCreatesOneRunPerSlotIdempotently(t *testing.T) {
 	assert.Equal(t, 1, overlap.Existing)
 	assert.Equal(t, 5, e.count(`SELECT count(*) FROM runs WHERE dag_id = 'daily' AND run_type = 'backfill'`))
 	assert.Equal(t, 5, e.count(`SELECT count(DISTINCT logical_date) FROM runs WHERE dag_id = 'daily'`))
+	require.Len(t, overlap.RunIDs, 2)
+	assert.Equal(t, res.RunIDs[2]+1, overlap.RunIDs[0], "the repeat and the existing slot drew no run id")
+	assert.Equal(t, overlap.RunIDs[0]+1, overlap.RunIDs[1])
+	next := e.trigger("daily")
+	assert.Equal(t, overlap.RunIDs[1]+1, next, "ids do not skip after repeated backfills")
 }
 
 // Backfill and scheduled runs have their own unique index: neither

@@ -306,34 +306,20 @@ func (s *Store) walkStaleQueued(ctx context.Context, now time.Time, threshold, a
 	var afterID int64
 	for {
 		rows, err := s.pool.Query(ctx, `
-			WITH live AS MATERIALIZED (
-			  SELECT tags FROM agents
-			   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond'),
+			WITH `+liveAgentsCTE+`,
 			walk AS MATERIALIZED (
 			  SELECT q.id FROM task_instances q
 			   WHERE q.state = 'queued' AND q.queued_at < $1::timestamptz - $2 * interval '1 microsecond'
 			     AND (q.queued_at, q.id) > ($4::timestamptz, $5::bigint)
 			   ORDER BY q.queued_at, q.id LIMIT $6)
-			SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags,
-			       EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags),
-			       coalesce((SELECT array_agg(tag ORDER BY tag) FROM unnest(t.required_tags) tag
-			                  WHERE NOT EXISTS (SELECT 1 FROM live WHERE tag = ANY (live.tags))), '{}'),
-			       (SELECT count(*) FROM live),
-			       (extract(epoch FROM $1::timestamptz - t.queued_at) * 1e6)::bigint
+			`+queuedColumns+`
 			  FROM walk JOIN task_instances t ON t.id = walk.id
 			 ORDER BY t.queued_at, t.id`,
 			now, micros(threshold), micros(activeWindow), afterAt, afterID, staleQueuedPage)
 		if err != nil {
 			return err
 		}
-		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleQueued, error) {
-			var c StaleQueued
-			var age int64
-			err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.QueuedAt, &c.RequiredTags, &c.Covered,
-				&c.Missing, &c.ActiveAgents, &age)
-			c.Age = fromMicros(age)
-			return c, err
-		})
+		page, err := collectQueued(rows)
 		if err != nil {
 			return err
 		}
@@ -342,6 +328,32 @@ func (s *Store) walkStaleQueued(ctx context.Context, now time.Time, threshold, a
 		}
 		afterAt, afterID = page[len(page)-1].QueuedAt, page[len(page)-1].TIID
 	}
+}
+
+// liveAgentsCTE is the CTE live: the tags of every agent active since
+// $1 (now) − $3 (microseconds), the agents that can take queued work.
+const liveAgentsCTE = `live AS MATERIALIZED (
+			  SELECT tags FROM agents
+			   WHERE state = 'active' AND last_heartbeat_at > $1::timestamptz - $3 * interval '1 microsecond')`
+
+// queuedColumns selects what collectQueued reads of task_instances t: its
+// coverage by the CTE live (liveAgentsCTE) and its age at $1 (now).
+const queuedColumns = `SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags,
+			       EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags),
+			       coalesce((SELECT array_agg(tag ORDER BY tag) FROM unnest(t.required_tags) tag
+			                  WHERE NOT EXISTS (SELECT 1 FROM live WHERE tag = ANY (live.tags))), '{}'),
+			       (SELECT count(*) FROM live),
+			       (extract(epoch FROM $1::timestamptz - t.queued_at) * 1e6)::bigint`
+
+func collectQueued(rows pgx.Rows) ([]StaleQueued, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleQueued, error) {
+		var c StaleQueued
+		var age int64
+		err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.QueuedAt, &c.RequiredTags, &c.Covered,
+			&c.Missing, &c.ActiveAgents, &age)
+		c.Age = fromMicros(age)
+		return c, err
+	})
 }
 
 // OrphanRun is an orphan-run candidate: a running run with no TI in

@@ -108,10 +108,17 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	case RunBackfill:
 		conflict = `ON CONFLICT (dag_id, logical_date) WHERE run_type = 'backfill' DO NOTHING`
 	}
+	// A slot that already has its run inserts nothing, and draws no id
+	// from the sequence: ON CONFLICT alone would draw one first, and run
+	// ids would skip one per existing slot of a repeated backfill. Only
+	// two transactions racing for one new slot can still leave a gap (the
+	// loser's id), which ON CONFLICT then absorbs.
 	err := tx.QueryRow(ctx, `
 		INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at,
 		    run_type, logical_date, data_interval_start, data_interval_end, conf)
-		VALUES ($1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7, $8::jsonb)
+		SELECT $1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7, $8::jsonb
+		 WHERE $5::timestamptz IS NULL
+		    OR NOT EXISTS (SELECT 1 FROM runs x WHERE x.dag_id = $1 AND x.logical_date = $5 AND x.run_type = $4)
 		`+conflict+`
 		RETURNING id, dag_id, state, queued_at`, spec.DAGID, timeout, spec.MaxActiveTasks,
 		o.Type, logical, ivStart, ivEnd, conf).

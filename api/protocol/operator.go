@@ -25,10 +25,14 @@ type ApplyDAGRequest struct {
 	YAML string `json:"yaml"`
 }
 
-// ApplyDAGResponse reports whether the spec was new, changed or unchanged.
+// ApplyDAGResponse reports whether the spec was new, changed or
+// unchanged. Warnings name what was applied but may not run as is: a
+// task whose tags no live agent offers (it waits in queued until such an
+// agent comes, or dispatch-lost fails it). A warning is never a refusal.
 type ApplyDAGResponse struct {
-	DAGID  string `json:"dag_id"`
-	Result string `json:"result"` // "created" | "updated" | "unchanged"
+	DAGID    string   `json:"dag_id"`
+	Result   string   `json:"result"` // "created" | "updated" | "unchanged"
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Run is one DAG run. States: queued, running, success, failed, cancelled.
@@ -58,10 +62,13 @@ type Run struct {
 
 // TaskInstance is one task of one run, with the docs/design.md §3 timestamps.
 type TaskInstance struct {
-	ID               int64      `json:"id"`
-	RunID            int64      `json:"run_id"`
-	TaskID           string     `json:"task_id"`
-	State            string     `json:"state"`
+	ID     int64  `json:"id"`
+	RunID  int64  `json:"run_id"`
+	TaskID string `json:"task_id"`
+	State  string `json:"state"`
+	// Reason is why the TI ended (a state.Reason), or, for a queued TI no
+	// live agent can take, no_matching_agent while it waits (computed at
+	// each read; Message names the missing tags).
 	Reason           string     `json:"reason,omitempty"`
 	Message          string     `json:"message,omitempty"`
 	TryNumber        int        `json:"try_number"`

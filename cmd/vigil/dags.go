@@ -64,6 +64,9 @@ it was created, updated or unchanged.`,
 				case outputName:
 					fmt.Fprintln(out, res.DAGID)
 				}
+				for _, w := range res.Warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", f.Path, w)
+				}
 			}
 			if o.structured() {
 				// One POST /v1/dags reply per file, in order.

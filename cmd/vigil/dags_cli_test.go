@@ -212,3 +212,22 @@ func TestDagsNext(t *testing.T) {
 	r = runCLI(t, append([]string{"dags", "next", "etl", "--count", "0"}, f.serverArgs()...)...)
 	require.Error(t, r.err)
 }
+
+// The server's warnings about an applied DAG go to stderr, naming the
+// file; the apply still succeeds, and -o json keeps them in the reply.
+func TestDagsApplyPrintsWarnings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeSpecFile(t, dir, "train.yaml", "train")
+	f := newFakeAPI(t)
+	warning := "dag train task extract: tags [gpu]: no live agent offers tags [gpu] (0 live agents)"
+	f.reply("POST /v1/dags", http.StatusOK, protocol.ApplyDAGResponse{DAGID: "train", Result: "created", Warnings: []string{warning}})
+	r := runCLI(t, append([]string{"dags", "apply", path}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Equal(t, "dag train: created\n", r.stdout)
+	assert.Equal(t, "warning: "+path+": "+warning+"\n", r.stderr)
+
+	r = runCLI(t, append([]string{"dags", "apply", path, "-o", "json"}, f.serverArgs()...)...)
+	require.NoError(t, r.err)
+	assert.Contains(t, r.stdout, warning)
+}

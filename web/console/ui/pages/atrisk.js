@@ -3,7 +3,9 @@
 import { api, serverNow } from "../api.js";
 import { esc, fmtClock, fmtDur, parseDur } from "../util.js";
 
-function left(asOf, dur) {
+// left is the time left of dur measured from asOf (the report's now), on
+// the server's clock; the run page's overdue hint uses it too.
+export function left(asOf, dur) {
   const secs = parseDur(dur) - (serverNow() - new Date(asOf).getTime()) / 1000;
   return secs <= 0 ? `<strong>now</strong> (next sweep)` : fmtDur(secs);
 }

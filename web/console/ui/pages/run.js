@@ -5,6 +5,7 @@ import { isDecision } from "../decisions.js";
 import { renderGraph } from "../graph.js";
 import { badge, esc, errorBox, fmtClock, fmtDur, fmtTime, parseDur } from "../util.js";
 import { duration } from "./runs.js";
+import { left } from "./atrisk.js";
 
 const ends = new Set(["ti_success", "ti_failed", "ti_cancelled", "ti_upstream_failed"]);
 
@@ -58,7 +59,10 @@ export async function runPage(ctx, runID) {
       const dag = await api("GET", `/v1/dags/${encodeURIComponent(run.dag_id)}`).catch(() => null);
       for (const t of dag?.spec?.tasks || []) dagDeps[t.id] = t.depends_on || [];
     }
-    const [events, agentList] = await Promise.all([allEvents(runID), api("GET", "/v1/agents")]);
+    // The run's share of the at-risk report: its overdue heartbeats, in
+    // the reapers' own words (GET /v1/at-risk?run_id=N).
+    const [events, agentList, risk] = await Promise.all([allEvents(runID), api("GET", "/v1/agents"),
+      api("GET", `/v1/at-risk?run_id=${runID}`)]);
     agents = new Map(agentList.agents.map((a) => [a.id, a.name]));
     if (!ctx.live()) return;
     const name = (id) => (id == null ? "?" : agents.has(id) ? `${agents.get(id)} (#${id})` : `#${id}`);
@@ -66,7 +70,7 @@ export async function runPage(ctx, runID) {
     actions(ctx, run);
     const tasks = Object.fromEntries(run.task_instances.map((t) => [t.task_id, t.state]));
     await renderGraph(document.getElementById("graph"), runID, tasks, dagDeps);
-    tiTable(run, attempts(events), name);
+    tiTable(run, attempts(events), name, risk);
     timeline(events, name);
   });
 }
@@ -99,7 +103,17 @@ function actions(ctx, run) {
   };
 }
 
-function tiTable(run, atts, name) {
+// overdue is the hint on a running TI whose heartbeat is overdue: by how
+// much, and how long until agent-lost acts and what it will decide.
+function overdue(ti, risk, name) {
+  const r = risk.running.find((x) => x.ti_id === ti.id);
+  if (!r) return "";
+  return `<tr data-overdue="${esc(ti.task_id)}"><td></td><td colspan="3" class="error">⚠ heartbeat overdue by ${fmtDur(parseDur(r.overdue))}:
+    agent ${esc(name(r.agent_id))} last heartbeated at ${fmtClock(r.last_heartbeat_at)}; agent_lost acts in
+    <span data-time-left>${left(risk.now, r.time_left)}</span> (${esc(r.decision)}: ${esc(r.outcome)})</td></tr>`;
+}
+
+function tiTable(run, atts, name, risk) {
   const rows = run.task_instances.map((ti) => {
     const mine = atts.filter((a) => a.task === ti.task_id);
     const tries = mine.map((a) => {
@@ -112,7 +126,7 @@ function tiTable(run, atts, name) {
     }).join("");
     const lost = ti.log_dropped ? ` <span class="badge s-failed" data-log-incomplete="${ti.log_dropped}" title="an agent dropped lines it could not deliver; gap markers in the log show where">log incomplete: ${ti.log_dropped} line${ti.log_dropped === 1 ? "" : "s"} lost</span>` : "";
     return `<tr data-task="${esc(ti.task_id)}"><td><strong>${esc(ti.task_id)}</strong></td><td>${badge(ti.state)}</td>
-      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}</td></tr>
+      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}</td></tr>${overdue(ti, risk, name)}
       ${tries ? `<tr><td></td><td colspan="3"><table><thead><tr><th>Try</th><th>Agent</th><th>Claimed</th><th>Started</th><th>Ended</th>
       <th>Exit</th><th>Reason</th><th></th></tr></thead><tbody>${tries}</tbody></table></td></tr>` : ""}`;
   }).join("");
