@@ -259,24 +259,47 @@ func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {
 
 	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return a.inFlightCount() == 0 }, 3*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // a completion would have been sent by now
+	// The attempt left a.attempts in the same critical section that
+	// decided its completion: one to send is in flight (reporting) or
+	// buffered until it is delivered, and counted by the fake once sent.
+	// Read in that order, no interleaving hides a completion.
+	assert.False(t, a.completionPending(task.AttemptID), "no completion in flight or buffered after a stop order")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Zero(t, f.completeHit[task.AttemptID], "no completion after a stop order")
+}
+
+// completionPending reports whether a completion of attempt id is in
+// flight (the slot still reporting) or buffered for replay: the only two
+// places from which one can still be sent.
+func (a *Agent) completionPending(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.reporting[id]; ok {
+		return true
+	}
+	for pc := range a.events.All() {
+		if pc.req.AttemptID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func TestStaleCompletionIsDropped(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
 	srv := f.serve()
-	startAgent(t, []string{srv.URL}, nil)
+	a := startAgent(t, []string{srv.URL}, nil)
 	first := f.enqueue(0, nil, "true")
 	f.mu.Lock()
 	f.stale[first.AttemptID] = true
 	f.mu.Unlock()
 	second := f.enqueue(0, nil, "true")
 	f.waitCompletion(second.AttemptID, 5*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	// Once the refused completion is neither in flight nor buffered, it
+	// can never be sent again: only those two places resend.
+	require.Eventually(t, func() bool { return !a.completionPending(first.AttemptID) }, 5*time.Second, 10*time.Millisecond)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Equal(t, 1, f.completeHit[first.AttemptID], "a 409 stale_attempt is not retried")
