@@ -25,7 +25,13 @@ var ErrUndelivered = errors.New("agent: results not delivered before shutdown")
 const (
 	defaultRequestTimeout = 15 * time.Second
 	defaultShipInterval   = 250 * time.Millisecond
-	shipBatchLines        = 500
+	// shipBatchLines queued lines wake the shipper before its interval;
+	// a batch takes up to shipBatchLines lines and at most shipMaxBytes
+	// of line text (always one line at least), so that one request stays
+	// well within the request timeout (the heartbeat interval: a slower
+	// batch counts as an outage) and the API's 40 MiB body limit.
+	shipBatchLines = 500
+	shipMaxBytes   = 4 << 20
 	// finalFlushTimeout is how long delivery may take after the drain
 	// deadline forced kills.
 	finalFlushTimeout = 5 * time.Second

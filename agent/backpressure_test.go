@@ -72,3 +72,39 @@ func TestReplayStoresEarlierLinesBeforeTheMarker(t *testing.T) {
 	assert.Equal(t, []int64{1, 2, 3, m.Seq, m.Seq + 1, m.Seq + 2}, order, "stored in Seq order, each once")
 	assert.Equal(t, int64(4), m.Seq)
 }
+
+// TestDropWithoutOutageOpensOne: a line about to drop while the link is
+// down for a reason that opened no outage (the server forgot the agent),
+// or after the outage's markers went out, opens a new outage, so a gap
+// marker is reserved ahead of it to count the loss.
+func TestDropWithoutOutageOpensOne(t *testing.T) {
+	t.Parallel()
+	a, err := New(Config{Servers: []string{"http://127.0.0.1:1"}, LogBufferSize: 2})
+	require.NoError(t, err)
+	att := &attempt{task: protocol.ClaimedTask{Attempt: protocol.Attempt{TIID: 1, AttemptID: "live"}}, log: a.log}
+	a.attempts["live"] = att
+	a.mu.Lock()
+	a.st.gen = 1 // registered once, now down without an outage
+	a.mu.Unlock()
+	a.addLog(att, protocol.StreamStdout, "1")
+	a.addLog(att, protocol.StreamStdout, "2")
+	a.mu.Lock()
+	require.Nil(t, a.st.outage, "nothing dropped yet")
+	a.mu.Unlock()
+	a.addLog(att, protocol.StreamStdout, "3") // drops line 1
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	require.NotNil(t, a.st.outage)
+	require.Len(t, a.st.outage.markers, 1)
+	assert.Equal(t, int64(3), a.st.outage.markers[0].Seq, "the marker sorts before the line that pushed one out")
+	assert.Equal(t, int64(4), att.seq)
+	assert.Equal(t, uint64(1), a.logs.Unreported("live"))
+
+	a.st.outage.markersSent = true // its replay then failed after the markers
+	a.mu.Unlock()
+	a.addLog(att, protocol.StreamStdout, "4")
+	a.mu.Lock()
+	require.Len(t, a.st.outage.markers, 1, "a new outage, with its own marker")
+	assert.False(t, a.st.outage.markersSent)
+	assert.Equal(t, int64(5), a.st.outage.markers[0].Seq)
+}

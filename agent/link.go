@@ -101,9 +101,13 @@ func (a *Agent) markDownLocked(gen uint64, err error) bool {
 // startOutageLocked opens an outage and reserves the gap-marker Seqs (see
 // the package doc): the next Seq of every live attempt, and for a finished
 // attempt whose lines are still queued, the Seq after its last line (or
-// after its marker from an earlier outage, so Seqs never repeat).
+// after its marker from an earlier outage, so Seqs never repeat). An
+// outage whose markers were already sent (its replay failed later) is
+// replaced, so that what is lost from now on has a marker to count it;
+// so is the link going down for a reason that opened none (the server
+// forgot the agent) when a line must be dropped meanwhile.
 func (a *Agent) startOutageLocked() {
-	if a.st.outage != nil || a.st.gen == 0 {
+	if (a.st.outage != nil && !a.st.outage.markersSent) || a.st.gen == 0 {
 		return
 	}
 	o := &outage{start: time.Now(), logEnd: a.logs.End(), dropBase: a.events.Dropped() + a.logs.Dropped()}

@@ -117,9 +117,13 @@ func (q *logQueue) NextBefore(size int, end uint64) (batch []protocol.LogLine, f
 	if len(q.held) == 0 && end > q.ring.Head() {
 		q.take(int(min(uint64(size), end-q.ring.Head())))
 	}
-	n := 0
+	n, bytes := 0, 0
 	for n < min(size, len(q.held)) && q.held[n].idx < end {
-		n++
+		if b := len(q.held[n].line.Line); n == 0 || bytes+b <= shipMaxBytes {
+			n, bytes = n+1, bytes+b
+			continue
+		}
+		break
 	}
 	batch = make([]protocol.LogLine, n)
 	for i, h := range q.held[:n] {
@@ -158,9 +162,15 @@ func (q *logQueue) Announce() int {
 	return q.Len()
 }
 
-// take moves up to k of the oldest waiting lines into held.
+// take moves up to k of the oldest waiting lines into held, at most
+// shipMaxBytes of text (one line at least).
 func (q *logQueue) take(k int) {
 	batch, first := q.ring.Peek(k)
+	for i, bytes := 0, 0; i < len(batch); i++ {
+		if bytes += len(batch[i].Line); i > 0 && bytes > shipMaxBytes {
+			batch = batch[:i]
+		}
+	}
 	for i, l := range batch {
 		q.held = append(q.held, heldLine{idx: first + uint64(i), line: l})
 	}

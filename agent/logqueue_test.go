@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -133,4 +134,23 @@ func TestLogQueueNextBefore(t *testing.T) {
 	assert.Empty(t, batch, "nothing captured after the outage began")
 	batch, _ = q.Next(10)
 	assert.Equal(t, []int64{4, 5, 6}, seqs(batch))
+}
+
+// A batch carries at most shipMaxBytes of text, and always one line.
+func TestLogQueueBatchBytes(t *testing.T) {
+	t.Parallel()
+	q := newLogQueue(10)
+	big := strings.Repeat("x", shipMaxBytes/2+1)
+	for i := 1; i <= 3; i++ {
+		q.Push(protocol.LogLine{Seq: int64(i), Line: big})
+	}
+	q.Push(protocol.LogLine{Seq: 4, Line: strings.Repeat("y", shipMaxBytes+1)})
+	for _, want := range [][]int64{{1}, {2}, {3}, {4}} {
+		batch, _ := q.Next(10)
+		assert.Equal(t, want, seqs(batch), "two halves and a byte are over the cap; one line too long still goes")
+		q.Ack(len(batch))
+	}
+	pushLines(q, 5, 7)
+	batch, _ := q.Next(10)
+	assert.Equal(t, []int64{5, 6, 7}, seqs(batch), "short lines: the line count rules")
 }

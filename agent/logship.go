@@ -26,6 +26,9 @@ func (a *Agent) addLog(att *attempt, stream, text string) {
 		signal(a.wakeShip)
 		a.logRoom.Wait()
 	}
+	if a.logs.Full() {
+		a.startOutageLocked() // a line is about to drop: a gap marker must count it
+	}
 	att.seq++
 	a.logs.Push(protocol.LogLine{Attempt: att.task.Attempt, Seq: att.seq, Stream: stream, Time: now, Line: text})
 	full := a.logs.Len() >= shipBatchLines && a.st.state == stateUp

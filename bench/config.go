@@ -44,6 +44,11 @@ type config struct {
 	StaleTIs, PruneAgents, ChainLen int
 	// RiverJobs is River's burn-down.
 	RiverJobs int
+	// LogLines is how many lines the log ingest figure's task prints.
+	LogLines int
+	// Only, when "log-ingest", runs that figure alone (no seed, no other
+	// phase, no River): a quick check of the log path.
+	Only string
 	// PhaseTimeout bounds every wait for work to finish; a burn-down cut
 	// by it is reported as such, with the rate over what did finish.
 	PhaseTimeout time.Duration
@@ -59,7 +64,7 @@ func defaultConfig() config {
 		LiteBurnDown: 10000, LiteAgents: 4, LiteCapacity: 32,
 		HeartbeatTIs: 100000, HeartbeatAgents: 100, HeartbeatFor: 10 * time.Second,
 		StaleTIs: 10000, PruneAgents: 500, ChainLen: 50,
-		RiverJobs: 100000, PhaseTimeout: 4 * time.Minute,
+		RiverJobs: 100000, LogLines: 1000000, PhaseTimeout: 4 * time.Minute,
 	}
 }
 
@@ -87,6 +92,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.PruneAgents, "prune-agents", c.PruneAgents, "inactive agents to prune (10 historical TIs each)")
 	fs.IntVar(&c.ChainLen, "chain", c.ChainLen, "tasks in the inter-task latency chain")
 	fs.IntVar(&c.RiverJobs, "river-jobs", c.RiverJobs, "jobs in River's burn-down")
+	fs.IntVar(&c.LogLines, "log-lines", c.LogLines, "lines printed by the log ingest figure's task")
+	fs.StringVar(&c.Only, "only", "", `run one figure alone: "log-ingest"`)
 	fs.DurationVar(&c.PhaseTimeout, "phase-timeout", c.PhaseTimeout, "bound on each wait for work to finish")
 	fs.BoolVar(&c.KeepDir, "keep", false, "keep the work directory (cluster data, logs)")
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +125,10 @@ func (c config) validate() error {
 	atLeast("prune-agents", c.PruneAgents, 1)
 	atLeast("chain", c.ChainLen, 2)
 	atLeast("river-jobs", c.RiverJobs, 1)
+	atLeast("log-lines", c.LogLines, 1)
+	if c.Only != "" && c.Only != "log-ingest" {
+		errs = append(errs, fmt.Errorf("-only: %q must be empty (every figure) or log-ingest", c.Only))
+	}
 	if c.LiteAgents < 1 || c.LiteAgents > 64 {
 		errs = append(errs, fmt.Errorf("-lite-agents: %d is outside 1..64 (vigil lite --agents)", c.LiteAgents))
 	}

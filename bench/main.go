@@ -85,6 +85,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	if err := e.header(ctx); err != nil {
 		return err
 	}
+	if cfg.Only == "log-ingest" {
+		return e.onlyLogIngest(ctx)
+	}
 	if err := e.prepare(ctx); err != nil {
 		return err
 	}
@@ -131,20 +134,8 @@ func (e *env) header(ctx context.Context) error {
 // prepare migrates the vigil database, applies the bench's DAGs and
 // seeds it.
 func (e *env) prepare(ctx context.Context) error {
-	e.progress("migrate and apply DAGs")
-	st, err := controlplane.OpenStore(ctx, controlplane.Database{URL: e.url, Migrate: true})
-	if err != nil {
+	if err := e.applyDAGs(ctx); err != nil {
 		return err
-	}
-	defer st.Close()
-	for _, src := range []string{seededSpec(), heldSpec(), wideSpec(), chainSpec(e.cfg.ChainLen)} {
-		spec, err := dag.Parse([]byte(src))
-		if err != nil {
-			return fmt.Errorf("bench DAG: %w", err)
-		}
-		if _, err := st.ApplyDAG(ctx, spec); err != nil {
-			return err
-		}
 	}
 	conn, err := e.conn(ctx)
 	if err != nil {
@@ -162,13 +153,47 @@ func (e *env) prepare(ctx context.Context) error {
 	return nil
 }
 
+// applyDAGs migrates the vigil database and applies the bench's DAGs.
+func (e *env) applyDAGs(ctx context.Context) error {
+	e.progress("migrate and apply DAGs")
+	st, err := controlplane.OpenStore(ctx, controlplane.Database{URL: e.url, Migrate: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, src := range []string{seededSpec(), heldSpec(), wideSpec(), chainSpec(e.cfg.ChainLen), logSpec(e.cfg.LogLines)} {
+		spec, err := dag.Parse([]byte(src))
+		if err != nil {
+			return fmt.Errorf("bench DAG: %w", err)
+		}
+		if _, err := st.ApplyDAG(ctx, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onlyLogIngest is `-only log-ingest`: the DAGs, then the log ingest
+// figure alone.
+func (e *env) onlyLogIngest(ctx context.Context) error {
+	if err := e.applyDAGs(ctx); err != nil {
+		return err
+	}
+	conn, err := e.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return e.logIngest(ctx, conn)
+}
+
 // syntheticAgentLost is the agent-lost threshold of the vigil process the
 // synthetic agents drive.
 const syntheticAgentLost = 30 * time.Second
 
 // measureVigil runs every Vigil figure: the leader's loops and the
 // synthetic agents on one vigil process, then `vigil lite` with
-// in-process agents.
+// in-process agents, then log ingest on a Lite with one agent.
 func (e *env) measureVigil(ctx context.Context) error {
 	// A 5 s heartbeat and a 30 s agent-lost threshold: the reapers leave
 	// their post-leadership grace 30 s into the term, before the reap
@@ -221,7 +246,10 @@ func (e *env) measureVigil(ctx context.Context) error {
 	if err := e.clearLeftovers(ctx, conn, queued); err != nil {
 		return err
 	}
-	return e.lite(ctx, conn, queued)
+	if err := e.lite(ctx, conn, queued); err != nil {
+		return err
+	}
+	return e.logIngest(ctx, conn)
 }
 
 // clearLeftovers cancels, with SQL while no vigil runs, the throughput

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -135,6 +136,7 @@ func TestLogsInTheConsole(t *testing.T) {
 		assert.Equal(t, strconv.FormatInt(dropped, 10), n, "the console shows the marker's count")
 		assert.Contains(t, b.text(`#lines .gap`), fmt.Sprintf("%d lines of this try were lost here", dropped))
 		b.waitFor("the page says the log is incomplete", `#follow [data-log-incomplete]`)
+		b.run("show the marker", chromedp.ScrollIntoView(`#lines .gap`, chromedp.ByQuery))
 		b.shot("logs-lines-lost")
 		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), fmt.Sprintf(`#tis [data-log-incomplete="%d"]`, dropped))
 	})
