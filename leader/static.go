@@ -69,22 +69,49 @@ func (s *Static) runTerm(ctx context.Context, cb Callbacks) (again bool, _ error
 		cb.OnStoppedLeading(term, err)
 	}
 	var fenced *store.FencedError
-	if errors.As(err, &fenced) && fenced.Holder == "" && ctx.Err() == nil {
+	errors.As(err, &fenced)
+	switch afterTerm(err, ctx.Err() != nil) {
+	case termRetake:
 		s.log.Warn("the leader fence was reset (vigil fence reset); taking a new epoch",
 			"our_epoch", fenced.Ours, "fence_epoch", fenced.Current)
 		return true, nil
-	}
-	if errors.As(err, &fenced) {
+	case termPark:
 		s.status.set(func(x *Status) { x.Leader = fenced.Holder })
 		s.log.Error("another Vigil process took over scheduling for this database; this process stopped leading and only serves the API",
 			"our_epoch", fenced.Ours, "fence_epoch", fenced.Current, "new_leader", fenced.Holder)
 		<-ctx.Done()
 		return false, nil
-	}
-	if err != nil && ctx.Err() == nil {
+	case termFailed:
 		return false, fmt.Errorf("static elector: leader work ended: %w", err)
 	}
 	return false, nil
+}
+
+// termEnd is what a static elector does once a term's work returned.
+type termEnd int
+
+const (
+	termDone   termEnd = iota // ctx ended: Run returns nil
+	termRetake                // an operator reset the fence (no holder): take a new epoch
+	termPark                  // another process holds the fence: serve the API until ctx ends, never campaign back
+	termFailed                // the work failed otherwise: Run returns the error
+)
+
+// afterTerm decides what follows a term whose work returned err, ctxDone
+// telling whether Run's context has ended. Parking rather than drawing a
+// new epoch is what keeps two Lite processes on one database from taking
+// the fence from each other in turn: the newer one keeps it.
+func afterTerm(err error, ctxDone bool) termEnd {
+	var fenced *store.FencedError
+	switch {
+	case errors.As(err, &fenced) && fenced.Holder == "" && !ctxDone:
+		return termRetake
+	case errors.As(err, &fenced):
+		return termPark
+	case err != nil && !ctxDone:
+		return termFailed
+	}
+	return termDone
 }
 
 // acquire draws an epoch and takes the fence with it (takeFence retries

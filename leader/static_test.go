@@ -3,7 +3,10 @@ package leader
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,8 +97,10 @@ func TestSecondLiteProcessFencesOutTheFirst(t *testing.T) {
 	assert.Contains(t, logs1.String(), "another Vigil process took over scheduling")
 	assert.Contains(t, logs1.String(), "new_leader=second")
 
-	// It does not campaign back (no ping-pong): the second keeps leading.
-	time.Sleep(200 * time.Millisecond)
+	// It does not campaign back (no ping-pong; afterTerm parks it, see
+	// TestAfterTermParksWhenAnotherProcessHoldsTheFence): the second keeps
+	// leading, and the first led one term only (checked after its Run
+	// returned, below).
 	assert.True(t, second.Status().Leading)
 	assert.False(t, first.Status().Leading)
 
@@ -117,6 +122,34 @@ func TestSecondLiteProcessFencesOutTheFirst(t *testing.T) {
 
 	cancel()
 	assert.NoError(t, <-done1)
+	assert.Equal(t, 1, strings.Count(logs1.String(), "msg=leading "),
+		"the first process led once and never campaigned back, not even once the second had stopped:\n%s", logs1.String())
+}
+
+// TestAfterTermParksWhenAnotherProcessHoldsTheFence pins the static
+// elector's decision after a term: a fence another process holds parks
+// it for good (whether or not Run's context has ended), an operator's
+// reset (no holder) makes it take a new epoch unless it is stopping, and
+// any other failure ends Run with the error.
+func TestAfterTermParksWhenAnotherProcessHoldsTheFence(t *testing.T) {
+	taken := fmt.Errorf("write: %w", &store.FencedError{Ours: 1, Current: 2, Holder: "second"})
+	reset := &store.FencedError{Ours: 1, Current: 0}
+	for _, c := range []struct {
+		err     error
+		ctxDone bool
+		want    termEnd
+	}{
+		{taken, false, termPark},
+		{taken, true, termPark},
+		{reset, false, termRetake},
+		{reset, true, termPark},
+		{errors.New("boom"), false, termFailed},
+		{errors.New("boom"), true, termDone},
+		{nil, true, termDone},
+		{nil, false, termDone},
+	} {
+		assert.Equal(t, c.want, afterTerm(c.err, c.ctxDone), "err %v, ctx done %v", c.err, c.ctxDone)
+	}
 }
 
 // FOR SHARE on the fence row makes a newer AcquireFence wait for an open
