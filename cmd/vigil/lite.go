@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/scheduler"
@@ -99,6 +100,13 @@ func (p *planeOpts) validateLeaderTimeouts(ttl time.Duration) error {
 func (p *planeOpts) validate() error {
 	if _, err := p.tls.config(); err != nil {
 		return err
+	}
+	if p.agentTokensFile != "" {
+		// Read once here so that a bad file fails before the database
+		// is reached; the control plane reads it again and watches it.
+		if _, err := agenttoken.Load(p.agentTokensFile, nil); err != nil {
+			return usageError("--agent-tokens-file: %v", err)
+		}
 	}
 	switch {
 	case p.viewerToken != "" && (p.viewerToken == p.operatorToken || p.viewerToken == p.agentToken):
