@@ -205,6 +205,23 @@ func TestSetThresholdsConcurrentlyAndShared(t *testing.T) {
 	assert.Equal(t, reaper.DefaultThresholds(), s.Thresholds())
 }
 
+// waitAgentLostSweep waits until an agent-lost pass that read clock's
+// current time, or a later one, has completed: the first sweep that could
+// act on the clock's latest step has had its chance.
+func waitAgentLostSweep(t *testing.T, s *Scheduler, clock *reapertest.Clock) {
+	t.Helper()
+	now, err := clock.Now(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, sw := range s.reapers.LastSweeps() {
+			if sw.Reaper == string(state.ReaperAgentLost) && !sw.At.Before(now) {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "an agent-lost sweep at %s", now)
+}
+
 // A stall with no error (a paused database, a stopped process) blinds the
 // leader exactly like an outage: the grace must restart before the next
 // sweep, so healthy tasks whose agents could not report are not reaped.
@@ -251,10 +268,12 @@ func TestStallRestartsGraceBeforeReaping(t *testing.T) {
 	// term is far older than the threshold. Without the gap check the next
 	// sweep would reap it.
 	clock.Add(10 * time.Minute)
-	time.Sleep(400 * time.Millisecond) // several ticks and sweeps
+	waitAgentLostSweep(t, s, clock)
 	assert.Equal(t, state.TIRunning, tiState(), "staleness accrued during the stall must not count")
 
 	// Silent for longer than the threshold after the new grace: reaped.
+	// (The steps are paced in wall time so that ticks see the clock move
+	// in steps below the gap limit, as a healthy leader's would.)
 	for i := 0; i < 6 && tiState() == state.TIRunning; i++ {
 		clock.Add(500 * time.Millisecond)
 		time.Sleep(150 * time.Millisecond)
