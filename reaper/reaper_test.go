@@ -240,6 +240,47 @@ func TestOrphanRunReaper(t *testing.T) {
 	assert.Equal(t, 1.0, e.decisions("orphan_finalized"))
 }
 
+// The orphan SLA for a run a write outside Vigil left running with
+// nothing active (an operator's UPDATE in psql): no scheduler pass, no
+// reconcile and no mark by the test, only the write. The orphan clock
+// starts at the write (the database marks the run in the same
+// transaction, migration 017), so the first sweep at or after write +
+// threshold finalizes the run: within threshold + one sweep interval. The
+// sweeps are driven on the database clock.
+func TestOrphanSLAForAnOutOfBandLimboRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(state.ReaperOrphan)
+	e.apply("dag_id: chain\ntasks:\n  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n    depends_on: [a]\n")
+	done, stuck, active := e.trigger("chain"), e.trigger("chain"), e.trigger("chain")
+	e.exec(`UPDATE task_instances SET state = 'success' WHERE run_id = $1`, done)
+	e.exec(`UPDATE task_instances SET state = CASE task_id WHEN 'a' THEN 'success' ELSE 'none' END WHERE run_id = $1`, stuck)
+	written := e.dbNow()
+	threshold := reaper.DefaultThresholds().Orphan
+
+	rep := e.sweepAt(written.Add(threshold-time.Second), e.oldTerm())
+	assert.Empty(t, rep.Candidates, "a second short of the threshold")
+
+	rep = e.sweepAt(written.Add(threshold), e.oldTerm())
+	got := map[int64]string{}
+	for _, c := range rep.Candidates {
+		got[c.RunID] = c.Decision
+	}
+	assert.Equal(t, map[int64]string{done: "orphan_finalized", stuck: "orphan_reaped"}, got,
+		"the first sweep at write + threshold finalizes both")
+	assert.Equal(t, state.RunSuccess, e.run(done).State)
+	assert.Equal(t, state.RunFailed, e.run(stuck).State)
+	assert.Equal(t, state.ReasonOrphaned, e.run(stuck).Reason)
+	assert.Equal(t, state.RunRunning, e.run(active).State, "a run with an active TI is never marked")
+
+	// The scheduler is told too: both runs were appended to run_dirty by
+	// the write, so a tick looks at them at once.
+	var dirty int
+	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT count(DISTINCT run_id) FROM run_dirty WHERE run_id = ANY ($1)`,
+		[]int64{done, stuck, active}).Scan(&dirty))
+	assert.Equal(t, 2, dirty)
+}
+
 // Dry run lists exactly the candidates with their signals and writes
 // nothing.
 func TestDryRunListsExactlyTheCandidates(t *testing.T) {

@@ -71,6 +71,14 @@ const idleReps = 8
 // empty still reads one outer row) is of the same order.
 const probeSlack = 5
 
+// liveActive is the active TIs (running, queued, up_for_retry) of each
+// seeded live run. A TI that leaves the active states fires the
+// ti_left_active trigger (migration 017), whose probe of ti_live_idx for
+// another active TI of its run may pass the run's entries: at most this
+// many live ones per firing, besides the dead versions the work itself
+// left, which are among the entries it already counts.
+const liveActive = 7
+
 // scanCase is one piece of leader work and what it may read from
 // task_instances.
 type scanCase struct {
@@ -78,8 +86,11 @@ type scanCase struct {
 	// setup, when set, runs first on a connection of its own ($1 is the
 	// seed's clock): it plants the fixed work the case must find.
 	setup string
-	reps  int // runs of work per measurement; default 1
-	work  func(now time.Time) storeWork
+	// thenSetup, when set, runs after setup as a statement of its own, so
+	// it sees what setup's triggers did.
+	thenSetup string
+	reps      int // runs of work per measurement; default 1
+	work      func(now time.Time) storeWork
 	// maxRows bounds, per run, the heap tuples and the index entries read
 	// from task_instances, beyond probeSlack, at either size.
 	maxRows int64
@@ -195,7 +206,8 @@ func scanCases() []scanCase {
 			                  $1::timestamptz - interval '10 minutes') RETURNING id)
 			        UPDATE task_instances SET agent_id = (SELECT id FROM a), last_heartbeat_at = $1::timestamptz - interval '10 minutes'
 			         WHERE state = 'running' AND run_id = ` + liveRun(0),
-			work: reaperWork(state.ReaperAgentLost, liveRunning), maxRows: 4 * liveRunning,
+			// The 3 started TIs leave the active states: 3 trigger probes.
+			work: reaperWork(state.ReaperAgentLost, liveRunning), maxRows: 4*liveRunning + 3*liveActive,
 			uses: []string{"ti_agent_idx"},
 		},
 		scanCase{
@@ -240,7 +252,23 @@ func scanCases() []scanCase {
 			work: reaperWork(state.ReaperOrphan, 1), maxRows: 4 * tisPerRun,
 		},
 		scanCase{
-			// The (at most 5) runs the reaps above marked dirty: the tick reads
+			name: "reaper/orphan/1limbo_run",
+			// A run a write outside Vigil left with only success and 'none'
+			// TIs: the write's trigger (migration 017) marks it idle, and
+			// thenSetup moves that mark, and only that mark, onto the seed's
+			// clock, 10 minutes back. Without the trigger's mark the pass
+			// finds nothing and the case fails. The pass reads the TIs of
+			// that run only, through runs_idle_idx, like a scheduler-marked
+			// run.
+			setup: `UPDATE task_instances SET state = CASE WHEN state IN ('running', 'queued', 'up_for_retry') THEN 'success' ELSE state END,
+			               next_retry_at = NULL, updated_at = $1::timestamptz - interval '10 minutes'
+			         WHERE run_id = ` + liveRun(5),
+			thenSetup: `UPDATE runs SET idle_since = $1::timestamptz - interval '10 minutes', updated_at = $1::timestamptz - interval '10 minutes'
+			             WHERE id = ` + liveRun(5) + ` AND idle_since IS NOT NULL`,
+			work: reaperWork(state.ReaperOrphan, 1), maxRows: 4 * tisPerRun,
+		},
+		scanCase{
+			// The (at most 6) runs the reaps above marked dirty: the tick reads
 			// their TIs, nothing else. Each TI of a dirty run is read about a
 			// dozen times (each step, the upstream checks of its 'none' TIs,
 			// the events), so the bound is per run, not per row changed.
@@ -254,7 +282,7 @@ func scanCases() []scanCase {
 					return err
 				}
 			},
-			maxRows: 5 * tisPerRun * 16,
+			maxRows: 6 * tisPerRun * 16,
 		},
 		// The cascade deletes exactly the TIs of the pruned runs, found
 		// through the (run_id, task_id) key.
@@ -283,6 +311,9 @@ func TestScanProofLeaderWork(t *testing.T) {
 						conn, err := pgx.Connect(context.Background(), sd.url)
 						require.NoError(t, err)
 						_, err = conn.Exec(context.Background(), c.setup, sd.now)
+						if err == nil && c.thenSetup != "" {
+							_, err = conn.Exec(context.Background(), c.thenSetup, sd.now)
+						}
 						conn.Close(context.Background())
 						require.NoError(t, err, c.name)
 					}
