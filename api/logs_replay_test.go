@@ -18,12 +18,8 @@ import (
 // since, and every line is stored exactly once, in seq order.
 func TestReplayedLogBatchIsStoredOnce(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	h.applyDAG(wideDAG("replay", 1, ""))
-	agent := h.register("replayer", nil, 1)
-	runID, task := claimOne(t, h, agent, "replay")
+	h, runID, task, path := claimedForLogs(t, "replay")
 	lines := func(from, to int) []protocol.LogLine { return logLines(task, from, to) }
-	path := fmt.Sprintf("/v1/agents/%d/logs", agent)
 	code, e := h.call("POST", path, agentToken, protocol.LogsRequest{Lines: lines(1, 3)}, nil)
 	require.Equal(t, 204, code, e.Message)
 	code, e = h.call("POST", path, agentToken, protocol.LogsRequest{Lines: lines(1, 5)}, nil) // the replay
@@ -39,14 +35,19 @@ func TestReplayedLogBatchIsStoredOnce(t *testing.T) {
 	assert.Equal(t, []string{"line 1", "line 2", "line 3", "line 4", "line 5"}, texts)
 }
 
-// claimOne triggers dagID and claims its one task for agent.
-func claimOne(t *testing.T, h *harness, agent int64, dagID string) (int64, protocol.ClaimedTask) {
+// claimedForLogs starts a harness with a one-task DAG dagID, triggers it
+// and has a new agent claim the task; it returns the run, the claimed
+// task and the agent's logs path.
+func claimedForLogs(t *testing.T, dagID string) (h *harness, runID int64, task protocol.ClaimedTask, path string) {
 	t.Helper()
-	runID := h.trigger(dagID)
+	h = newHarness(t, harnessOpts{})
+	h.applyDAG(wideDAG(dagID, 1, ""))
+	agent := h.register(dagID+"-agent", nil, 1)
+	runID = h.trigger(dagID)
 	var tasks []protocol.ClaimedTask
 	require.Eventually(t, func() bool { tasks = h.claim(agent, 1, time.Second); return len(tasks) == 1 },
 		10*time.Second, 10*time.Millisecond)
-	return runID, tasks[0]
+	return h, runID, tasks[0], fmt.Sprintf("/v1/agents/%d/logs", agent)
 }
 
 // logLines is stdout lines from..to of task's attempt, "line N" at Seq N.
@@ -65,11 +66,7 @@ func logLines(task protocol.ClaimedTask, from, to int) []protocol.LogLine {
 // console once re-read a line because it cursored on ids).
 func TestLogReadsFollowTheSeq(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	h.applyDAG(wideDAG("cursor", 1, ""))
-	agent := h.register("cursor-agent", nil, 1)
-	runID, task := claimOne(t, h, agent, "cursor")
-	path := fmt.Sprintf("/v1/agents/%d/logs", agent)
+	h, runID, task, path := claimedForLogs(t, "cursor")
 	for _, batch := range [][]protocol.LogLine{logLines(task, 3, 3), logLines(task, 1, 2)} {
 		code, e := h.call("POST", path, agentToken, protocol.LogsRequest{Lines: batch}, nil)
 		require.Equal(t, 204, code, e.Message)
@@ -100,11 +97,7 @@ func TestLogReadsFollowTheSeq(t *testing.T) {
 // refused.
 func TestGapMarkerMarksTheLogIncomplete(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	h.applyDAG(wideDAG("lossy", 1, ""))
-	agent := h.register("lossy-agent", nil, 1)
-	runID, task := claimOne(t, h, agent, "lossy")
-	path := fmt.Sprintf("/v1/agents/%d/logs", agent)
+	h, runID, task, path := claimedForLogs(t, "lossy")
 	marker := protocol.LogLine{Attempt: task.Attempt, Seq: 2, Stream: protocol.StreamSystem, Time: time.Now(),
 		Line: "--- gap ---", Dropped: 7}
 	before := testutil.ToFloat64(h.metrics.LogLinesDroppedTotal)
