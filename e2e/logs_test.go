@@ -133,6 +133,12 @@ func TestLogsInTheConsole(t *testing.T) {
 		assert.Equal(t, float64(dropped), sampleValues(metricsText(t, lite), "vigil_log_lines_dropped_total", "")[""],
 			"the metric counts the loss")
 
+		out, code := cli(t, lite, "logs", strconv.FormatInt(run.ID, 10), "print")
+		require.Equal(t, 0, code)
+		assert.Contains(t, out, fmt.Sprintf(" [%d lines of this try lost here]\n", dropped), "vigil logs shows the marker's count")
+		assert.True(t, strings.HasSuffix(out, fmt.Sprintf("log incomplete: %d line(s) were lost (see the gap markers above)\n", dropped)),
+			"and ends saying the log is incomplete: %q", out[max(0, len(out)-200):])
+
 		b.open(lite.URL, fmt.Sprintf("#/runs/%d/logs/print", run.ID), `#lines .gap [data-dropped]`)
 		var n string
 		b.run("the marker's count", attr(`#lines .gap [data-dropped]`, "data-dropped", &n))
