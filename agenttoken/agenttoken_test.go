@@ -1,12 +1,15 @@
 package agenttoken
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,4 +66,34 @@ func TestLookupAndReload(t *testing.T) {
 	assert.Nil(t, s.Lookup("tok-1"), "a rotated-out token is refused")
 	assert.Equal(t, "gpu-pool", s.Lookup("tok-2").Name)
 	assert.False(t, s.changed())
+}
+
+// TestWatchRereadsOnChangeAndOnHUP: Watch puts a changed file in effect
+// on its own, and on a value on hup; a file whose size and time did not
+// change waits for hup.
+func TestWatchRereadsOnChangeAndOnHUP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	entry := func(name, tok string) []byte {
+		return []byte("- name: " + name + "\n  token_sha256: " + hash(tok) + "\n  tags: [cpu]\n")
+	}
+	require.NoError(t, os.WriteFile(path, entry("one", "tok-1"), 0o600))
+	s, err := Load(path, nil)
+	require.NoError(t, err)
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Watch(ctx, hup, 10*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	require.NoError(t, os.WriteFile(path, entry("two", "tok-2-longer"), 0o600))
+	require.Eventually(t, func() bool { return s.Lookup("tok-2-longer") != nil }, 5*time.Second, 5*time.Millisecond, "a change is noticed")
+
+	// Same size, and the old modification time put back: only hup tells.
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, entry("tri", "tok-3-longer"), 0o600))
+	require.NoError(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
+	assert.False(t, s.changed())
+	hup <- syscall.SIGHUP
+	require.Eventually(t, func() bool { return s.Lookup("tok-3-longer") != nil }, 5*time.Second, 5*time.Millisecond, "SIGHUP rereads")
 }
