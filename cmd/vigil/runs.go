@@ -425,7 +425,7 @@ func printRunDetail(w io.Writer, d protocol.RunDetail, now time.Time, wide bool)
 		if wide {
 			row = append(row, fmtEventTimePtr(ti.ClaimedAt), fmtEventTimePtr(ti.StartedAt), fmtEventTimePtr(ti.EndDate))
 		}
-		tableRow(tw, append(row, tableCell(ti.Reason), tableCell(ti.Message+lateNote(ti.Late)))...)
+		tableRow(tw, append(row, tableCell(ti.Reason), tableCell(ti.Message+lateNote(ti.Late)+logNote(ti.LogDropped)))...)
 	}
 	return tw.Flush()
 }
@@ -441,6 +441,15 @@ func lateNote(l *protocol.LateOutcome) string {
 	default:
 		return fmt.Sprintf(" [late %s of try %d recorded at %s, after the run ended]", l.Outcome, l.TryNumber, fmtTime(l.Time))
 	}
+}
+
+// logNote is the MESSAGE cell's suffix for a TI whose log lost lines
+// (its gap markers counted dropped lines; vigil logs shows where).
+func logNote(dropped int64) string {
+	if dropped == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" [log incomplete: %d lines lost]", dropped)
 }
 
 func newRunsEventsCmd(o *clientOpts) *cobra.Command {

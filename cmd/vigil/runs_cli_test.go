@@ -201,6 +201,7 @@ func TestRunsShow(t *testing.T) {
 	d := fakeRunDetail("failed", protocol.TaskInstance{
 		TaskID: "extract", State: "failed", TryNumber: 2, MaxTries: 3, AgentID: ptrTo(int64(4)),
 		StartedAt: ptrTo(cliTime(1)), EndDate: ptrTo(cliTime(2)), Reason: "agent_lost", Message: "agent 4 silent\tfor 90s",
+		LogDropped: 40,
 	}, fakeTI("load", "upstream_failed"))
 	d.Reason, d.Message = "upstream_failed", "task extract failed"
 	d.StartDate, d.EndDate = ptrTo(cliTime(1)), ptrTo(cliTime(2))
@@ -226,7 +227,7 @@ func TestRunsShow(t *testing.T) {
 		"Tasks: failed=1 upstream_failed=1",
 		"",
 		"TASK STATE TRY/MAX AGENT DURATION REASON MESSAGE",
-		"extract failed 2/3 4 1m0s agent_lost agent 4 silent for 90s",
+		"extract failed 2/3 4 1m0s agent_lost agent 4 silent for 90s [log incomplete: 40 lines lost]",
 		"load upstream_failed 1/1 - - - -",
 	}, lines)
 
