@@ -19,7 +19,13 @@ import (
 // pace, never cut (issue 23). Disconnected, the agent does not wait (the
 // task keeps running through an outage) and the queue drops its oldest
 // line instead, counted in the outage's gap marker.
+//
+// Every line of an attempt passes here, so this is where its secret
+// values are masked, before anything queues, spools or ships the line.
 func (a *Agent) addLog(att *attempt, stream, text string) {
+	if att.mask != nil {
+		text = att.mask.Replace(text) // the one point every line of the attempt passes
+	}
 	now := time.Now()
 	a.mu.Lock()
 	for a.logs.Full() && a.st.state != stateDown && !a.logsClosed {

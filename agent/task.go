@@ -32,6 +32,9 @@ const (
 type attempt struct {
 	task protocol.ClaimedTask
 	log  *slog.Logger
+	// mask hides the task's secret values in its log lines (mask.go);
+	// nil when the claim delivered none.
+	mask *strings.Replacer
 
 	// Guarded by Agent.mu.
 	seq      int64 // last Seq assigned
@@ -58,7 +61,7 @@ type result struct {
 
 // launch records a claimed task and runs it in its own goroutine.
 func (a *Agent) launch(ctx context.Context, t protocol.ClaimedTask) {
-	att := &attempt{task: t, log: a.log.With("ti_id", t.TIID, "attempt_id", t.AttemptID, "run_id", t.RunID,
+	att := &attempt{task: t, mask: newMasker(t.Secrets), log: a.log.With("ti_id", t.TIID, "attempt_id", t.AttemptID, "run_id", t.RunID,
 		"dag_id", t.DAGID, "task_id", t.TaskID, "try_number", t.TryNumber)}
 	a.mu.Lock()
 	if _, dup := a.attempts[t.AttemptID]; dup {

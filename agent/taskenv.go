@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,10 +135,10 @@ func envAllowed(allow []string, name string) bool {
 // taskEnv builds a task's whole environment: the allowed variables of the
 // agent's environment base, then user (HOME, USER and LOGNAME of the task
 // user, sorted by name; nil without one), then the task's env (sorted by
-// name), then the identity variables. A later entry wins over an earlier
-// one with the same name, and the result holds each name once, so the
-// DAG's env overrides an inherited PATH and nothing overrides
-// VIGIL_RUN_ID.
+// name), then its secrets (ClaimedTask.Secrets), then the identity
+// variables. A later entry wins over an earlier one with the same name,
+// and the result holds each name once, so the DAG's env overrides an
+// inherited PATH and nothing overrides VIGIL_RUN_ID.
 func taskEnv(allow, base []string, user map[string]string, t protocol.ClaimedTask) []string {
 	var env []string
 	index := map[string]int{}
@@ -164,6 +165,9 @@ func taskEnv(allow, base []string, user map[string]string, t protocol.ClaimedTas
 		for _, k := range keys {
 			set(k, vars[k])
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Secrets)) {
+		set(k, t.Secrets[k])
 	}
 	set(EnvRunID, strconv.FormatInt(t.RunID, 10))
 	set(EnvDAGID, t.DAGID)

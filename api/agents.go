@@ -239,7 +239,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 					s.log.Debug("task instance claimed", "agent_id", agentID, "ti_id", t.TIID, "run_id", t.RunID,
 						"task_id", t.TaskID, "try_number", t.TryNumber, "attempt_id", t.AttemptID)
 				}
-				writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(toClaimedTasks(tasks))})
+				out, err := s.resolveSecrets(r.Context(), agentID, toClaimedTasks(tasks), secretRefs(tasks))
+				if err != nil {
+					s.writeStoreError(w, r, err)
+					return
+				}
+				writeJSON(w, http.StatusOK, protocol.ClaimResponse{Tasks: nonNilTasks(out)})
 				return
 			}
 			// Another claim took or held the work between the look and

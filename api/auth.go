@@ -155,6 +155,8 @@ func allowed(access Access, rl role) (bool, string) {
 			return false, "this endpoint changes state and needs the operator role; the viewer role is read-only"
 		}
 		return rl == roleOperator, "this endpoint needs the operator role"
+	case AccessAdmin:
+		return rl == roleOperator, "this endpoint manages secrets and needs the operator role"
 	}
 	return false, "no access"
 }

@@ -72,6 +72,12 @@ func fromComplete(req protocol.CompleteRequest) store.Completion {
 		Failure: req.Failure, Signal: req.Signal}
 }
 
+// secretRefs lists each claimed TI's secret references (variable →
+// secret), in the order of tasks, for resolveSecrets.
+func secretRefs(tasks []store.ClaimedTask) []map[string]string {
+	return convertSlice(tasks, func(t store.ClaimedTask) map[string]string { return t.SecretRefs })
+}
+
 // joinWords lists typed words for an error message: "a, b, c".
 func joinWords[T ~string](ws []T) string { return strings.Join(state.Strings(ws), ", ") }
 

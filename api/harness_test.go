@@ -24,6 +24,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/scheduler"
+	"github.com/vigil-sched/vigil/secrets"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
@@ -57,8 +58,12 @@ type harnessOpts struct {
 	// and above), for tests of what is logged.
 	logs io.Writer
 	// signIn overrides the sign-in throttle.
-	signIn api.SignInLimit
+	signIn    api.SignInLimit
+	noSecrets bool // start without a secrets key
 }
+
+// testSecretsKey is the harness's secrets key.
+var testSecretsKey = bytes.Repeat([]byte{0x5e}, secrets.KeyBytes)
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
 	t.Helper()
@@ -78,9 +83,15 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	sched, err := scheduler.New(scheduler.Config{Store: st, Listener: lis, Metrics: m, Logger: log, Interval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	el := leader.NewStatic(st, "test", log, m)
+	var box *secrets.Box
+	if !opts.noSecrets {
+		box, err = secrets.NewBox(testSecretsKey)
+		require.NoError(t, err)
+		require.NoError(t, st.CheckSecretsKey(ctx, box.Verifier, box.CheckVerifier))
+	}
 	srv, err := api.New(api.Config{
 		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken, ViewerToken: viewerToken,
-		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status, SignIn: opts.signIn,
+		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status, SignIn: opts.signIn, Secrets: box,
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(conformReplies(t, srv.Handler()))

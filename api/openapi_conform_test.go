@@ -192,6 +192,22 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("GET", "/v1/at-risk?run_id=x", viewerToken, "", nil, false, 400)
 	c.do("GET", "/v1/cluster", viewerToken, "", nil, true, 200)
 	c.do("PUT", "/v1/thresholds", viewerToken, "", map[string]string{"orphan": "10m"}, true, 403)
+	// Secrets: set, list, a DAG naming one, delete; errors.
+	setSec := decodeInto[protocol.SetSecretResponse](t, c.do("PUT", "/v1/secrets/contract_pw", opToken, "",
+		protocol.SetSecretRequest{Value: "contract-value"}, true, 200))
+	require.Equal(t, protocol.SetSecretResponse{Secret: protocol.Secret{Name: "contract_pw", Version: 1,
+		CreatedAt: setSec.CreatedAt, UpdatedAt: setSec.UpdatedAt}, Created: true}, setSec)
+	c.do("GET", "/v1/secrets", opToken, "", nil, true, 200)
+	c.do("GET", "/v1/secrets", viewerToken, "", nil, true, 403)
+	c.do("PUT", "/v1/secrets/contract_pw", opToken, "", protocol.SetSecretRequest{Value: "abc"}, false, 400)
+	c.do("PUT", "/v1/secrets/contract-pw", opToken, "", protocol.SetSecretRequest{Value: "abcd"}, false, 400)
+	withSecret := "dag_id: contract-secret\ntasks:\n  - id: a\n    command: [\"true\"]\n    env: {PW: {secret: contract_pw}}\n"
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: withSecret}, true, 200)
+	c.do("GET", "/v1/dags/contract-secret", opToken, "", nil, true, 200)
+	c.do("DELETE", "/v1/secrets/contract_pw", opToken, "", nil, true, 204)
+	c.do("DELETE", "/v1/secrets/contract_pw", opToken, "", nil, true, 404)
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: withSecret}, true, 400)
+
 	// Console session: sign in, read and write by cookie, sign out.
 	c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: "wrong"}, true, 401)
 	c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: agentToken}, true, 403)

@@ -64,6 +64,7 @@ var securityFor = map[api.Access][]string{
 	api.AccessAgentSelfOrOperator: {"agentCredential+agentToken", "csrfToken+session", "operatorToken"},
 	api.AccessOperator:            {"csrfToken+session", "operatorToken"},
 	api.AccessRead:                {"operatorToken", "session", "viewerToken"},
+	api.AccessAdmin:               {"csrfToken+session", "operatorToken"},
 }
 
 func securityOf(op *openapi3.Operation) []string {
@@ -166,6 +167,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"Session": protocol.Session{}, "AtRisk": protocol.AtRisk{}, "AtRiskRunning": protocol.AtRiskRunning{},
 		"AtRiskQueued": protocol.AtRiskQueued{}, "AtRiskRun": protocol.AtRiskRun{},
 		"ReaperSweep": protocol.ReaperSweep{}, "Replica": protocol.Replica{}, "Cluster": protocol.Cluster{},
+		"Secret": protocol.Secret{}, "SecretList": protocol.SecretList{}, "SetSecretResponse": protocol.SetSecretResponse{},
 	}
 	requests := map[string]any{
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},
@@ -173,7 +175,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"CompleteRequest": protocol.CompleteRequest{}, "LogLine": protocol.LogLine{}, "LogsRequest": protocol.LogsRequest{},
 		"ApplyDAGRequest": protocol.ApplyDAGRequest{}, "TriggerRunRequest": protocol.TriggerRunRequest{},
 		"BackfillRequest": protocol.BackfillRequest{}, "ThresholdsUpdate": protocol.ThresholdsUpdate{},
-		"SessionRequest": protocol.SessionRequest{},
+		"SessionRequest": protocol.SessionRequest{}, "SetSecretRequest": protocol.SetSecretRequest{},
 	}
 	check := func(name string, v any, reply bool) {
 		ref, ok := schemas[name]
@@ -221,7 +223,8 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 	require.Equal(t, state.Strings(state.TIStates()), enum("TaskInstance", "state"))
 	require.ElementsMatch(t, []string{protocol.CodeBadRequest, protocol.CodeUnauthorized, protocol.CodeForbidden,
 		protocol.CodeNotFound, protocol.CodeStaleAttempt, protocol.CodeConflict, protocol.CodeNameInUse,
-		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeTooLarge, protocol.CodeRateLimited, protocol.CodeUnavailable, protocol.CodeInternal}, enum("ErrorDetail", "code"))
+		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeTooLarge, protocol.CodeRateLimited, protocol.CodeUnavailable, protocol.CodeInternal,
+		protocol.CodeSecretsDisabled}, enum("ErrorDetail", "code"))
 	require.ElementsMatch(t, state.Strings(state.StopReasons()), enum("StopOrder", "reason"))
 	require.ElementsMatch(t, []string{protocol.StreamStdout, protocol.StreamStderr, protocol.StreamSystem}, enum("LogLine", "stream"))
 	require.ElementsMatch(t, state.Strings(state.Outcomes()), enum("CompleteRequest", "outcome"))

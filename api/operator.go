@@ -71,6 +71,9 @@ func (s *Server) applyDAG(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, err.Error())
 		return
 	}
+	if !s.checkSecretsOn(w, spec) {
+		return
+	}
 	result, err := s.cfg.Store.ApplyDAG(r.Context(), spec)
 	if err != nil {
 		s.writeStoreError(w, r, err)

@@ -38,6 +38,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
+	"github.com/vigil-sched/vigil/secrets"
 	"github.com/vigil-sched/vigil/store"
 )
 
@@ -87,6 +88,11 @@ type Config struct {
 	// the API does not own; it reports false for a path it does not serve.
 	Console func(w http.ResponseWriter, r *http.Request) bool
 	Version string // the build, for GET /v1/version; default "dev"
+	// Secrets, optional, seals and opens secret values with the key of
+	// --secrets-key-file, which the caller has checked against the
+	// database (store.CheckSecretsKey). nil: the secrets routes answer
+	// 503 secrets_disabled and a DAG naming a secret is refused at apply.
+	Secrets *secrets.Box
 	// BulkLimit bounds the agent claims, completions and log batches
 	// using the database at once on this replica (limits.go); 0: no
 	// bound. Set it below the main pool's size so that operator and
@@ -172,6 +178,10 @@ const (
 	// AccessRead: the operator or the viewer role, by bearer token or
 	// console session; only for routes that change nothing.
 	AccessRead Access = "read"
+	// AccessAdmin: who may manage secrets. Today the operator role, as
+	// AccessOperator; allowed (auth.go) is the one place that decides it,
+	// for when named identities with an admin role exist.
+	AccessAdmin Access = "admin"
 )
 
 // Route is one entry of the server's route table: a net/http pattern
@@ -222,6 +232,9 @@ var routeTable = []route{
 	{"POST /v1/reap", AccessOperator, (*Server).reapNow},
 	{"GET /v1/at-risk", AccessRead, (*Server).atRisk},
 	{"GET /v1/cluster", AccessRead, (*Server).cluster},
+	{"GET /v1/secrets", AccessAdmin, (*Server).listSecrets},
+	{"PUT /v1/secrets/{name}", AccessAdmin, (*Server).setSecret},
+	{"DELETE /v1/secrets/{name}", AccessAdmin, (*Server).deleteSecret},
 
 	{"POST /v1/session", AccessOpen, (*Server).signIn},
 	{"GET /v1/session", AccessRead, (*Server).getSession},
@@ -263,7 +276,7 @@ func (s *Server) routes() {
 				}
 				s.agentSelf(h)(w, r)
 			})
-		case AccessAgent, AccessOperator, AccessRead:
+		case AccessAgent, AccessOperator, AccessRead, AccessAdmin:
 			hd = s.auth(rt.access, h)
 		case AccessOpen:
 			hd = boundBody(maxOpenBody, http.HandlerFunc(h))
@@ -424,8 +437,9 @@ func (s *Server) storeErrorDetail(r *http.Request, err error) (int, protocol.Err
 	var inUse *store.NameInUseError
 	var confErr *dag.ConfError
 	var rangeErr *store.BackfillRangeError
+	var missing *store.MissingSecretsError
 	switch {
-	case errors.As(err, &confErr), errors.As(err, &rangeErr):
+	case errors.As(err, &confErr), errors.As(err, &rangeErr), errors.As(err, &missing):
 		return http.StatusBadRequest, protocol.ErrorDetail{Code: protocol.CodeBadRequest, Message: err.Error()}
 	case errors.As(err, &stale):
 		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeStaleAttempt, Message: err.Error()}

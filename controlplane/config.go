@@ -112,6 +112,13 @@ type Config struct {
 	// MassSilence is the reapers' brake; nil: reaper.DefaultMassSilence().
 	MassSilence *reaper.MassSilence
 
+	// SecretsKeyFile holds the key that seals the cluster's named secrets
+	// (package secrets: 32 random bytes, raw or as 64 hex characters, mode
+	// 0600). Empty: Lite uses DataDir/secrets.key, generated when absent;
+	// a Pro replica serves no secrets (the routes answer
+	// secrets_disabled, and a DAG naming one is refused at apply).
+	SecretsKeyFile string
+
 	// DAGs is a folder (or file) of DAG specs applied at start-up, all
 	// validated before any is stored; empty applies none.
 	DAGs string

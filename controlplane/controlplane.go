@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/scheduler"
+	"github.com/vigil-sched/vigil/secrets"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/web"
 )
@@ -71,6 +72,10 @@ func (c *ControlPlane) start(ctx context.Context, cfg Config) error {
 		return within("Database", err)
 	}
 	c.onStop(func(context.Context) error { st.Close(); return nil })
+	box, err := openSecrets(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
 	if cfg.DAGs != "" {
 		if err := applyDAGs(ctx, st, cfg.DAGs, cfg.Logger); err != nil {
 			return err
@@ -80,7 +85,7 @@ func (c *ControlPlane) start(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	local, err := c.serve(cfg, st, ln, elector)
+	local, err := c.serve(cfg, st, box, ln, elector)
 	if err != nil {
 		return err
 	}
@@ -128,7 +133,7 @@ func (c *ControlPlane) Stop(ctx context.Context) error {
 // serve builds the scheduler and the API, serves the API on ln and runs the
 // elector with the scheduler as its leader work, and the replica's cluster
 // row publisher.
-func (c *ControlPlane) serve(cfg Config, st *store.Store, ln net.Listener, newElector func(*metrics.Metrics) (leader.Elector, error)) (localAPI, error) {
+func (c *ControlPlane) serve(cfg Config, st *store.Store, box *secrets.Box, ln net.Listener, newElector func(*metrics.Metrics) (leader.Elector, error)) (localAPI, error) {
 	if cfg.Pro != nil {
 		cfg.Logger = cfg.Logger.With("replica", cfg.Pro.ReplicaID) // the elector names its replica itself
 	}
@@ -160,7 +165,7 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, ln net.Listener, newEl
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger,
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, AgentTokens: tokens,
 		HeartbeatInterval: cfg.HeartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: cfg.Version,
-		Console: web.Handler(), BulkLimit: cfg.bulkLimit(),
+		Console: web.Handler(), BulkLimit: cfg.bulkLimit(), Secrets: box,
 	})
 	if err != nil {
 		return localAPI{}, invalid(err)

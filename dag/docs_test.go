@@ -99,5 +99,5 @@ func TestDAGSpecDocMistakes(t *testing.T) {
 	}
 	s, err := Parse([]byte(base + "    command: [x]\n    env: {LIMIT: 500}\n"))
 	require.NoError(t, err)
-	assert.Equal(t, "500", s.Tasks[0].Env["LIMIT"])
+	assert.Equal(t, Plain("500"), s.Tasks[0].Env["LIMIT"])
 }

@@ -121,7 +121,7 @@ func (r *exampleRun) exec(ctx context.Context, id string, try int, envOverride .
 		}
 	}
 	for k, v := range task.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v.Value)
 	}
 	cmd.Env = append(cmd.Env, envOverride...)
 	cmd.Env = append(cmd.Env,

@@ -485,6 +485,8 @@ func wrongShape(path, rest string) string {
 		return fmt.Sprintf("must be a list of strings, e.g. [a, b], not a %s", got)
 	case w[3] == "map[string]string":
 		return fmt.Sprintf(`must be a mapping of names to string values, e.g. {REGION: "eu", LIMIT: "500"}, not a %s`, got)
+	case w[3] == "map[string]dag.EnvValue":
+		return fmt.Sprintf(`must be a mapping of names to string values or {secret: NAME}, e.g. {REGION: "eu", DB_PASSWORD: {secret: db_password}}, not a %s`, got)
 	}
 	return rest
 }

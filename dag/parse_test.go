@@ -45,7 +45,7 @@ func goodSpec() *Spec {
 			{
 				ID:                      "extract",
 				Command:                 []string{"sh", "-c", "echo extract"},
-				Env:                     map[string]string{"SOURCE": "s3://bucket/in"},
+				Env:                     map[string]EnvValue{"SOURCE": Plain("s3://bucket/in")},
 				Tags:                    []string{"script", "big"},
 				Retries:                 2,
 				RetryDelay:              Duration(10 * time.Second),
@@ -169,6 +169,30 @@ func TestParseRejectsUnknownFields(t *testing.T) {
 	}
 }
 
+// TestParseEnvSecretReference: {secret: NAME} decodes to a reference, a
+// plain value (a number too) stays a string, and both survive the JSON
+// round trip the API and the store make, keeping the reference a
+// reference.
+func TestParseEnvSecretReference(t *testing.T) {
+	t.Parallel()
+	s, err := Parse([]byte("dag_id: d\ntasks:\n  - id: a\n    command: [x]\n    env:\n      DB_PASSWORD: {secret: db_password}\n      PORT: 5432\n      HOST: db\n"))
+	require.NoError(t, err)
+	want := map[string]EnvValue{"DB_PASSWORD": SecretRef("db_password"), "PORT": Plain("5432"), "HOST": Plain("db")}
+	assert.Equal(t, want, s.Tasks[0].Env)
+	assert.Equal(t, []SecretUse{{TaskID: "a", Var: "DB_PASSWORD", Secret: "db_password"}}, s.SecretUses())
+	assert.Equal(t, []string{"db_password"}, s.SecretNames())
+
+	b, err := json.Marshal(s.Tasks[0].Env)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"DB_PASSWORD": {"secret": "db_password"}, "PORT": "5432", "HOST": "db"}`, string(b))
+	var back map[string]EnvValue
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, want, back)
+	for _, bad := range []string{`{"A": {"secret": ""}}`, `{"A": {"secret": "x", "y": 1}}`, `{"A": 5}`, `{"A": {"value": "x"}}`} {
+		assert.Error(t, json.Unmarshal([]byte(bad), &back), bad)
+	}
+}
+
 func TestParseDecodeErrorsNameTheField(t *testing.T) {
 	t.Parallel()
 	task := "dag_id: d\ntasks:\n  - id: a\n    command: [x]\n"
@@ -202,7 +226,13 @@ func TestParseDecodeErrorsNameTheField(t *testing.T) {
 		{"tags a string", task + "    tags: gpu\n",
 			"dag \"d\": task \"a\": tags: line 5: must be a list of strings, e.g. [a, b], not a string `gpu`"},
 		{"env not a mapping", task + "    env: [A]\n",
-			`dag "d": task "a": env: line 5: must be a mapping of names to string values, e.g. {REGION: "eu", LIMIT: "500"}, not a list`},
+			`dag "d": task "a": env: line 5: must be a mapping of names to string values or {secret: NAME}, e.g. {REGION: "eu", DB_PASSWORD: {secret: db_password}}, not a list`},
+		{"env secret name empty", task + "    env: {A: {secret: \"\"}}\n",
+			`dag "d": task "a": env: line 5: cannot unmarshal !!map into an env value: want a string, or {secret: NAME} naming a secret`},
+		{"env value a list", task + "    env: {A: [x]}\n",
+			`dag "d": task "a": env: A: line 5: cannot unmarshal !!seq into an env value: want a string, or {secret: NAME} naming a secret`},
+		{"env value a mapping without secret", task + "    env:\n      A: {secrte: pw}\n",
+			`dag "d": task "a": env: line 6: cannot unmarshal !!map into an env value: want a string, or {secret: NAME} naming a secret`},
 		{"tasks not a list", "dag_id: d\ntasks: {a: 1}\n",
 			`dag "d": tasks: line 2: cannot unmarshal !!map into []dag.Task`},
 		{"spec not a mapping", "- a\n- b\n",

@@ -112,7 +112,9 @@ type Task struct {
 	// (e.g. ["sh", "-c", "..."]). Command[0] must be non-empty.
 	Command []string `yaml:"command" json:"command"`
 	// Env adds variables to the task's environment; at most MaxEnvVars.
-	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Each value is a plain string or names a secret ({secret: NAME}),
+	// whose value only the claiming agent receives.
+	Env map[string]EnvValue `yaml:"env,omitempty" json:"env,omitempty"`
 	// Tags are the agent tags the task requires: only an agent with all of
 	// them may run it.
 	Tags []string `yaml:"tags,omitempty" json:"tags,omitempty"`

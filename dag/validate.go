@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/vigil-sched/vigil/secrets"
 )
 
 // ValidationError lists every rule a spec breaks (docs/design.md §9), so that a
@@ -98,6 +100,8 @@ const maxCyclesShown = 10
 //     default) or 1..MaxMaxActiveRuns;
 //   - tags: non-empty, no repeats;
 //   - env: at most MaxEnvVars variables; names non-empty, without "=";
+//     a {secret: NAME} value names a secret by secrets.NameRule (whether
+//     the secret exists is the server's check at apply);
 //   - every string: valid UTF-8 without NUL bytes, since specs are stored
 //     in PostgreSQL, whose text and jsonb types reject both, and NUL cannot
 //     be passed in argv or the environment.
@@ -266,7 +270,14 @@ func (v *validator) task(tasks []Task, i int, first map[string]int) {
 		case textRule(name) != "":
 			add("env", "variable name %s: %s", quote(name), textRule(name))
 		}
-		if r := textRule(t.Env[name]); r != "" {
+		v := t.Env[name]
+		if v.Secret != "" {
+			if !secrets.ValidName(v.Secret) {
+				add("env", "%s: secret name %s must be %s", name, quote(v.Secret), secrets.NameRule)
+			}
+			continue
+		}
+		if r := textRule(v.Value); r != "" {
 			add("env", "value of %s: %s", quote(name), r)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/secrets"
 )
 
 // validSpec returns a small valid DAG: a -> {b, c} -> d.
@@ -19,7 +21,7 @@ func validSpec() *Spec {
 		Tasks: []Task{
 			{ID: "a", Command: []string{"sh", "-c", "true"}},
 			{ID: "b", DependsOn: []string{"a"}, Command: []string{"true"}, Tags: []string{"gpu"}},
-			{ID: "c", DependsOn: []string{"a"}, Command: []string{"true"}, Env: map[string]string{"K": "v"}},
+			{ID: "c", DependsOn: []string{"a"}, Command: []string{"true"}, Env: map[string]EnvValue{"K": Plain("v")}},
 			{ID: "d", DependsOn: []string{"b", "c"}, Command: []string{"true"}},
 		},
 	}
@@ -134,15 +136,17 @@ func TestValidateRejectsEachRule(t *testing.T) {
 		{"repeated tag", func(s *Spec) { s.Tasks[1].Tags = []string{"gpu", "gpu"} }, `dag "etl": task "b": tags: tag "gpu" listed more than once`},
 		{"tag not UTF-8", func(s *Spec) { s.Tasks[1].Tags = []string{"\xfe"} }, `dag "etl": task "b": tags: tag "\xfe": must be valid UTF-8`},
 		// env
-		{"env name empty", func(s *Spec) { s.Tasks[2].Env = map[string]string{"": "v"} }, `dag "etl": task "c": env: variable names must not be empty`},
-		{"env name with =", func(s *Spec) { s.Tasks[2].Env = map[string]string{"A=B": "v"} }, `dag "etl": task "c": env: variable name "A=B" must not contain '='`},
+		{"env name empty", func(s *Spec) { s.Tasks[2].Env = map[string]EnvValue{"": Plain("v")} }, `dag "etl": task "c": env: variable names must not be empty`},
+		{"env name with =", func(s *Spec) { s.Tasks[2].Env = map[string]EnvValue{"A=B": Plain("v")} }, `dag "etl": task "c": env: variable name "A=B" must not contain '='`},
 		{"too many env variables", func(s *Spec) {
-			s.Tasks[2].Env = map[string]string{}
+			s.Tasks[2].Env = map[string]EnvValue{}
 			for i := range MaxEnvVars + 1 {
-				s.Tasks[2].Env[fmt.Sprint("K", i)] = "v"
+				s.Tasks[2].Env[fmt.Sprint("K", i)] = Plain("v")
 			}
 		}, `dag "etl": task "c": env: at most 256 variables are allowed (got 257)`},
-		{"env value with NUL", func(s *Spec) { s.Tasks[2].Env = map[string]string{"A": "\x00"} }, `dag "etl": task "c": env: value of "A": must not contain NUL bytes`},
+		{"env value with NUL", func(s *Spec) { s.Tasks[2].Env = map[string]EnvValue{"A": Plain("\x00")} }, `dag "etl": task "c": env: value of "A": must not contain NUL bytes`},
+		{"env secret name invalid", func(s *Spec) { s.Tasks[2].Env = map[string]EnvValue{"PW": SecretRef("db-password")} },
+			`dag "etl": task "c": env: PW: secret name "db-password" must be ` + secrets.NameRule},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

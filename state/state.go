@@ -130,13 +130,14 @@ const (
 	ReasonAgentShutdown    Reason = "agent_shutdown"    // its agent drained or stopped and killed it
 	ReasonSignal           Reason = "signal"            // a signal Vigil did not send killed it; the message names it
 	ReasonStartFailed      Reason = "start_failed"      // the command could not start (not found, permission)
+	ReasonSecretMissing    Reason = "secret_missing"    // a secret its env names was deleted after the DAG was applied
 )
 
 // Reasons lists every reason.
 func Reasons() []Reason {
 	return []Reason{ReasonAgentLost, ReasonDispatchLost, ReasonOrphaned, ReasonExecutionTimeout,
 		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent,
-		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed}
+		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed, ReasonSecretMissing}
 }
 
 // Actor is who makes a transition; each may make only its own.

@@ -36,7 +36,12 @@ const (
 	FailureStartFailed Failure = "start_failed"
 )
 
-// Failures lists every failure.
+// FailureSecretMissing: a secret the task's env names no longer exists.
+// The API records it for the agent that claimed the TI, which never
+// receives the task; no agent sends it, so Failures leaves it out.
+const FailureSecretMissing Failure = "secret_missing"
+
+// Failures lists every failure an agent may report.
 func Failures() []Failure {
 	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed}
 }

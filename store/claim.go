@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/vigil-sched/vigil/dag"
 )
 
 // queuedTagSetsSQL enumerates the distinct required_tags arrays of the
@@ -181,6 +183,33 @@ var claimSQL = `
 		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf, u.run_as_user
 		  FROM a LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`
 
+// splitEnv reads a TI's stored env into t: plain values into Env, secret
+// references into SecretRefs (the caller resolves them; the store never
+// holds a value in the clear).
+func splitEnv(env []byte, t *ClaimedTask) error {
+	if len(env) == 0 {
+		return nil
+	}
+	var all map[string]dag.EnvValue
+	if err := json.Unmarshal(env, &all); err != nil {
+		return err
+	}
+	for k, v := range all {
+		if v.Secret != "" {
+			if t.SecretRefs == nil {
+				t.SecretRefs = map[string]string{}
+			}
+			t.SecretRefs[k] = v.Secret
+			continue
+		}
+		if t.Env == nil {
+			t.Env = map[string]string{}
+		}
+		t.Env[k] = v.Value
+	}
+	return nil
+}
+
 // scanClaimed reads one row of claimSQL's result into c (the agent's
 // Claimability) and returns the claimed TI, or nil for the row of an
 // empty claim.
@@ -214,10 +243,8 @@ func scanClaimed(rows interface{ Scan(...any) error }, c *Claimability) (*Claime
 	if t.Params, err = confParams(conf); err != nil {
 		return nil, fmt.Errorf("run %d: conf: %w", t.RunID, err)
 	}
-	if len(env) > 0 {
-		if err := json.Unmarshal(env, &t.Env); err != nil {
-			return nil, fmt.Errorf("env: %w", err)
-		}
+	if err := splitEnv(env, &t); err != nil {
+		return nil, fmt.Errorf("ti %d: env: %w", t.TIID, err)
 	}
 	return &t, nil
 }

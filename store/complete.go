@@ -194,6 +194,8 @@ func failureReason(req Completion) state.Reason {
 		return state.ReasonSignal
 	case req.Failure == state.FailureStartFailed:
 		return state.ReasonStartFailed
+	case req.Failure == state.FailureSecretMissing:
+		return state.ReasonSecretMissing
 	}
 	return state.ReasonExitCode
 }
@@ -212,7 +214,7 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind state.EventKi
 		what = "was killed because its agent shut down"
 	case req.Failure == state.FailureSignal:
 		what = "was killed by signal " + req.Signal
-	case req.Failure == state.FailureStartFailed:
+	case req.Failure == state.FailureStartFailed, req.Failure == state.FailureSecretMissing:
 		what = "could not start: " + req.Error
 	case req.ExitCode != nil:
 		what = fmt.Sprintf("exited with code %d", *req.ExitCode)

@@ -19,7 +19,32 @@ import (
 // the task definitions they were created with. The spec's paused is the
 // DAG's initial state only; a change of schedule, timezone or start_date
 // makes the schedules service recompute the next slot (docs/schedules.md).
+//
+// A spec that names secrets ({secret: NAME} in a task's env) is applied
+// only when every one exists, checked in the apply's transaction with
+// the secrets' rows locked FOR KEY SHARE so that no delete slips in
+// between: *MissingSecretsError otherwise.
 func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
+	names := spec.SecretNames()
+	if len(names) == 0 {
+		return applyDAG(ctx, s.pool, spec)
+	}
+	var result string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := checkSecretRefs(ctx, tx, spec, names); err != nil {
+			return err
+		}
+		var err error
+		result, err = applyDAG(ctx, tx, spec)
+		return err
+	})
+	return result, err
+}
+
+// applyDAG is ApplyDAG's upsert, on the pool or in a transaction.
+func applyDAG(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, spec *dag.Spec) (string, error) {
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return "", fmt.Errorf("apply dag %q: encode: %w", spec.DAGID, err)
@@ -27,7 +52,7 @@ func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 	sum := sha256.Sum256(body)
 	hash := hex.EncodeToString(sum[:])
 	var inserted bool
-	err = s.pool.QueryRow(ctx, `
+	err = q.QueryRow(ctx, `
 		INSERT INTO dags (dag_id, spec, spec_hash, max_active_tasks, paused, max_active_runs)
 		VALUES ($1, $2, $3, $4, $5, nullif($6, 0))
 		ON CONFLICT (dag_id) DO UPDATE

@@ -141,18 +141,18 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 
 // tiRow is one task of a run as insertTIs sends it, in JSON.
 type tiRow struct {
-	TaskID             string            `json:"task_id"`
-	Ordinal            int               `json:"ordinal"`
-	Command            []string          `json:"command"`
-	Env                map[string]string `json:"env"`
-	Tags               []string          `json:"tags"`
-	Upstream           []string          `json:"upstream"`
-	Retries            int               `json:"retries"`
-	RetryDelayUS       int64             `json:"retry_delay_us"`
-	RetryExponential   bool              `json:"retry_exponential"`
-	MaxRetryDelayUS    *int64            `json:"max_retry_delay_us"`
-	ExecutionTimeoutUS *int64            `json:"execution_timeout_us"`
-	RunAsUser          string            `json:"run_as_user"`
+	TaskID             string                  `json:"task_id"`
+	Ordinal            int                     `json:"ordinal"`
+	Command            []string                `json:"command"`
+	Env                map[string]dag.EnvValue `json:"env"` // a secret as its reference, never its value
+	Tags               []string                `json:"tags"`
+	Upstream           []string                `json:"upstream"`
+	Retries            int                     `json:"retries"`
+	RetryDelayUS       int64                   `json:"retry_delay_us"`
+	RetryExponential   bool                    `json:"retry_exponential"`
+	MaxRetryDelayUS    *int64                  `json:"max_retry_delay_us"`
+	ExecutionTimeoutUS *int64                  `json:"execution_timeout_us"`
+	RunAsUser          string                  `json:"run_as_user"`
 }
 
 // insertTIs inserts every TI of a new run, its run_queued event and its
@@ -166,7 +166,7 @@ func insertTIs(ctx context.Context, tx pgx.Tx, runID int64, spec *dag.Spec, msg 
 			Retries: t.Retries, RetryDelayUS: micros(t.RetryDelay.D()), RetryExponential: t.RetryExponentialBackoff,
 			MaxRetryDelayUS: nullMicros(t.MaxRetryDelay.D()), RunAsUser: t.RunAsUser}
 		if r.Env == nil {
-			r.Env = map[string]string{}
+			r.Env = map[string]dag.EnvValue{}
 		}
 		if t.ExecutionTimeout > 0 {
 			us := micros(t.ExecutionTimeout.D())

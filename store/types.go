@@ -58,13 +58,17 @@ type HeartbeatEntry struct {
 // first heartbeat.
 type ClaimedTask struct {
 	Attempt
-	RunID            int64
-	DAGID            string
-	TaskID           string
-	TryNumber        int // the try this claim starts, from 1
-	Command          []string
-	Env              map[string]string // nil when the task sets none
-	ExecutionTimeout time.Duration     // 0: none
+	RunID     int64
+	DAGID     string
+	TaskID    string
+	TryNumber int // the try this claim starts, from 1
+	Command   []string
+	Env       map[string]string // the plain values; nil when the task sets none
+	// SecretRefs maps each env variable that names a secret to the
+	// secret's name; nil: none. The claim's caller resolves them for
+	// the claiming agent alone (docs/security.md "Secrets").
+	SecretRefs       map[string]string
+	ExecutionTimeout time.Duration // 0: none
 	// RunType is the run's RunManual, RunScheduled or RunBackfill.
 	RunType string
 	// LogicalDate, IntervalStart and IntervalEnd are the run's slot; nil

@@ -121,12 +121,17 @@ type ClaimRequest struct {
 // first heartbeat.
 type ClaimedTask struct {
 	Attempt
-	RunID            int64             `json:"run_id"`
-	DAGID            string            `json:"dag_id"`
-	TaskID           string            `json:"task_id"`
-	TryNumber        int               `json:"try_number"`
-	Command          []string          `json:"command"`
-	Env              map[string]string `json:"env,omitempty"`
+	RunID     int64             `json:"run_id"`
+	DAGID     string            `json:"dag_id"`
+	TaskID    string            `json:"task_id"`
+	TryNumber int               `json:"try_number"`
+	Command   []string          `json:"command"`
+	Env       map[string]string `json:"env,omitempty"`
+	// Secrets are the values of the secrets the task's env names, by
+	// variable: sent only in the claim reply to the agent that claimed
+	// this attempt. The agent adds them to the task's environment (over
+	// Env) and masks each value in the task's log lines. Absent: none.
+	Secrets          map[string]string `json:"secrets,omitempty"`
 	ExecutionTimeout Duration          `json:"execution_timeout"` // 0: none
 	// RunType is the run's manual, scheduled or backfill; absent from an
 	// older server.
@@ -290,4 +295,7 @@ const (
 	CodeRateLimited = "rate_limited"
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
+	// CodeSecretsDisabled: a secrets route on a server started without
+	// --secrets-key-file (503).
+	CodeSecretsDisabled = "secrets_disabled"
 )

@@ -116,6 +116,17 @@ var examples = map[string]string{
 	"vigil thresholds set": `  # Every replica follows; rejected values change nothing (exit 2)
   vigil thresholds set --agent-lost 2m --orphan 10m`,
 	"vigil thresholds reset": `  vigil thresholds reset`,
+	"vigil secrets": `  vigil secrets set db_password --from-file ./db_password.txt
+  vigil secrets list
+  vigil secrets delete db_password`,
+	"vigil secrets set": `  # From a file, taken as is (keeps the value out of shell history)
+  vigil secrets set db_password --from-file ./db_password.txt
+
+  # From stdin; one trailing newline is dropped
+  printf %s "$DB_PASSWORD" | vigil secrets set db_password`,
+	"vigil secrets list": `  vigil secrets list
+  vigil secrets list -o json`,
+	"vigil secrets delete": `  vigil secrets delete db_password`,
 	"vigil migrate": `  vigil migrate status --database-url postgres://vigil@db/vigil
   vigil migrate up --database-url postgres://vigil@db/vigil`,
 	"vigil migrate up":     `  vigil migrate up --database-url postgres://vigil@db/vigil`,

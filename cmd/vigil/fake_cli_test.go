@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -113,10 +114,19 @@ type cliResult struct {
 // runCLI runs the root command with args, as main does minus os.Exit.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
+	return runCLIWithStdin(t, nil, args...)
+}
+
+// runCLIWithStdin is runCLI with stdin (nil: the process's).
+func runCLIWithStdin(t *testing.T, stdin io.Reader, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	root := newRootCmd()
 	root.SetArgs(args)
+	if stdin != nil {
+		root.SetIn(stdin)
+	}
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)

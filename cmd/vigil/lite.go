@@ -47,6 +47,7 @@ type planeOpts struct {
 	secretFiles                     []*secretFile        // --agent-token-file, --operator-token-file (secrets.go)
 	tls                             serveTLSOpts         // --tls-cert-file, --tls-key-file, --tls-client-ca-file (tls.go)
 	conns                           connOpts             // --db-max-conns, --db-heartbeat-conns, --db-agent-conns (conns.go)
+	secretsKeyFile                  string               // --secrets-key-file: the key sealing named secrets (secretscmd.go)
 }
 
 // addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
@@ -62,6 +63,8 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	p.secretFiles = append(p.secretFiles, addTokenFile(f, "agent-token", &p.agentToken), addTokenFile(f, "operator-token", &p.operatorToken),
 		addTokenFile(f, "viewer-token", &p.viewerToken))
 	addServeTLSFlags(f, &p.tls)
+	f.StringVar(&p.secretsKeyFile, "secrets-key-file", "", "file holding the key that seals named secrets: 32 random bytes, raw or 64 hex characters (openssl rand -hex 32), mode 0600; "+
+		"Lite default <data-dir>/secrets.key, generated when absent; vigil server without it serves no secrets")
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
 	p.recovery = addRecoveryFlags(cmd)
@@ -261,6 +264,7 @@ func (p *planeOpts) config(log *slog.Logger) (controlplane.Config, error) {
 		Thresholds: p.recovery.thresholds(), SweepInterval: p.recovery.sweepInterval,
 		Retention: p.recovery.retention, MassSilence: &p.recovery.massSilence,
 		LeaderTimeouts: p.leaderTimeouts, Pools: p.conns.pools, BulkLimit: p.conns.agentConns,
+		SecretsKeyFile: p.secretsKeyFile,
 	}, nil
 }
 
@@ -271,6 +275,7 @@ var configFlags = map[string]string{
 	"DAGs": "dags", "AgentToken": "agent-token", "OperatorToken": "operator-token", "ViewerToken": "viewer-token",
 	"HeartbeatInterval": "heartbeat-interval", "BulkLimit": "db-agent-conns", "Agents.Count": "agents",
 	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints", "Agents": "task-user", "AgentTokensFile": "agent-tokens-file",
+	"SecretsKeyFile": "secrets-key-file",
 }
 
 // startError words an error of controlplane.Start for the command line: a

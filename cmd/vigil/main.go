@@ -106,6 +106,7 @@ func newRootCmd() *cobra.Command {
 		newReapCmd(),
 		newAtRiskCmd(),
 		newThresholdsCmd(),
+		newSecretsCmd(),
 		newMigrateCmd(),
 		newFenceCmd(),
 		newVersionCmd(),
