@@ -91,8 +91,8 @@ func validateFailure(req protocol.CompleteRequest) error {
 	switch req.Failure {
 	case "":
 	default:
-		if !slices.Contains(state.Failures(), req.Failure) {
-			return fmt.Errorf("failure: %q must be empty or one of %s", req.Failure, joinWords(state.Failures()))
+		if !slices.Contains(state.AgentFailures(), req.Failure) {
+			return fmt.Errorf("failure: %q must be empty or one of %s", req.Failure, joinWords(state.AgentFailures()))
 		}
 		if req.Outcome != state.OutcomeFailed {
 			return fmt.Errorf("failure: %q is allowed only with outcome %q, got outcome %q", req.Failure, state.OutcomeFailed, req.Outcome)

@@ -228,7 +228,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 	require.ElementsMatch(t, state.Strings(state.StopReasons()), enum("StopOrder", "reason"))
 	require.ElementsMatch(t, []string{protocol.StreamStdout, protocol.StreamStderr, protocol.StreamSystem}, enum("LogLine", "stream"))
 	require.ElementsMatch(t, state.Strings(state.Outcomes()), enum("CompleteRequest", "outcome"))
-	require.ElementsMatch(t, append([]string{""}, state.Strings(state.Failures())...), enum("CompleteRequest", "failure"))
+	require.ElementsMatch(t, append([]string{""}, state.Strings(state.AgentFailures())...), enum("CompleteRequest", "failure"))
 }
 
 // TestDocsAPIListsEveryOperation keeps docs/api.md beside the document:

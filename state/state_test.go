@@ -22,6 +22,8 @@ func TestListsHaveNoDuplicates(t *testing.T) {
 	assertUnique(t, "Reasons", state.Reasons())
 	assertUnique(t, "Outcomes", state.Outcomes())
 	assertUnique(t, "Failures", state.Failures())
+	assert.Equal(t, slices.DeleteFunc(state.Failures(), func(f state.Failure) bool { return f == state.FailureSecretMissing }),
+		state.AgentFailures(), "an agent reports every failure but the server's secret_missing")
 	assertUnique(t, "StopReasons", state.StopReasons())
 	assertUnique(t, "AgentStates", state.AgentStates())
 	assertUnique(t, "Reapers", state.Reapers())

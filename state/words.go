@@ -38,11 +38,17 @@ const (
 
 // FailureSecretMissing: a secret the task's env names no longer exists.
 // The API records it for the agent that claimed the TI, which never
-// receives the task; no agent sends it, so Failures leaves it out.
+// receives the task; no agent reports it (AgentFailures).
 const FailureSecretMissing Failure = "secret_missing"
 
-// Failures lists every failure an agent may report.
+// Failures lists every failure.
 func Failures() []Failure {
+	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed, FailureSecretMissing}
+}
+
+// AgentFailures lists the failures an agent may report in a completion:
+// all but FailureSecretMissing, which only the server records.
+func AgentFailures() []Failure {
 	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed}
 }
 

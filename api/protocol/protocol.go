@@ -187,7 +187,7 @@ type CompleteRequest struct {
 	ExitCode *int          `json:"exit_code,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	// Failure is empty (the command exited with a non-zero ExitCode:
-	// reason exit_code) or one of state.Failures(), only with
+	// reason exit_code) or one of state.AgentFailures(), only with
 	// state.OutcomeFailed; each is recorded as the reason of its name.
 	Failure state.Failure `json:"failure,omitempty"`
 	// Signal is the name of the signal ("SIGKILL") that ended the process,
