@@ -1,4 +1,4 @@
--- Vigil schema, version 17: named secrets, sealed (docs/security.md
+-- Vigil schema, version 18: named secrets, sealed (docs/security.md
 -- "Secrets", adr/0030-secrets.md).
 --
 -- A secret's value is stored only as secrets.Box sealed it: AES-256-GCM
