@@ -14,7 +14,9 @@
 //
 // A Set rereads the file on demand (SIGHUP) and when its modification
 // time or size changes (Watch polls them); a reread that fails keeps the
-// previous good entries and logs why.
+// previous good entries and logs why. Replace the file atomically (write
+// a new one, then rename it over the old): a reread may otherwise see it
+// half-written.
 package agenttoken
 
 import (
@@ -93,6 +95,10 @@ func Parse(path string, data []byte) ([]Entry, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&entries); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("agent tokens file %s: %v (want a YAML list of {name, token_sha256, tags})", path, err)
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("agent tokens file %s: no entries; an empty file is refused, as a half-written one would be "+
+			"(to drop every scoped token, leave out --agent-tokens-file)", path)
 	}
 	if len(entries) > MaxEntries {
 		return nil, fmt.Errorf("agent tokens file %s: %d entries, more than %d", path, len(entries), MaxEntries)
