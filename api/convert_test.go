@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -148,6 +149,29 @@ func TestConversionsKeepNilAndEmpty(t *testing.T) {
 	assert.NotNil(t, toRunDetail(store.RunDetail{TaskInstances: []store.TaskInstance{}}).TaskInstances)
 	assert.Nil(t, toRun(store.Run{}).TaskCounts)
 	assert.Nil(t, fromRegister(protocol.RegisterRequest{}).InFlight)
+}
+
+// The recovery views carry every field to the wire, and the lists the
+// wire promises as [] are never null.
+func TestRecoveryConversionsCarryEveryField(t *testing.T) {
+	rep := toReapReport(filled[reaper.Report]())
+	assertFilled(t, reflect.ValueOf(rep), "Leader", "Forwarded") // the API's own, set after
+	assertFilled(t, reflect.ValueOf(rep.Candidates[0]))
+	assertFilled(t, reflect.ValueOf(rep.Grace[0]))
+	risk := toAtRisk(filled[reaper.AtRiskReport]())
+	assertFilled(t, reflect.ValueOf(risk))
+	assertFilled(t, reflect.ValueOf(risk.Running[0]))
+	assertFilled(t, reflect.ValueOf(risk.Queued[0]))
+	assertFilled(t, reflect.ValueOf(risk.Runs[0]))
+	status := ReplicaReport(filled[reaper.Status]())
+	assertFilled(t, reflect.ValueOf(status))
+	assertFilled(t, reflect.ValueOf(status.Reapers[0]))
+
+	assert.NotNil(t, toReapReport(reaper.Report{}).Candidates)
+	empty := toAtRisk(reaper.AtRiskReport{})
+	assert.True(t, empty.Running != nil && empty.Queued != nil && empty.Runs != nil)
+	assert.Nil(t, empty.Grace, "grace is omitted when there is none")
+	assert.NotNil(t, ReplicaReport(reaper.Status{}).Reapers)
 }
 
 // The outcomes state lists are the ones a completion may carry; any other

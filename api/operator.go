@@ -279,7 +279,7 @@ func (s *Server) explainQueued(r *http.Request, d *protocol.RunDetail) {
 		for i := range d.TaskInstances {
 			if ti := &d.TaskInstances[i]; ti.ID == q.TIID && ti.State == string(state.TIQueued) && ti.Reason == "" {
 				ti.Reason = string(state.ReasonNoMatchingAgent)
-				ti.Message = fmt.Sprintf("%s; dispatch_lost fails it in %s unless such an agent comes", q.Outcome, q.TimeLeft.D().Round(time.Second))
+				ti.Message = fmt.Sprintf("%s; dispatch_lost fails it in %s unless such an agent comes", q.Outcome, q.TimeLeft.Round(time.Second))
 			}
 		}
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/cluster"
+	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/reaper"
-	"github.com/vigil-sched/vigil/scheduler"
 )
 
 func toProtocol(t reaper.Thresholds) protocol.Thresholds {
@@ -85,11 +85,12 @@ func durPtr(d *protocol.Duration) *time.Duration {
 
 // reapDryRun lists every reaper candidate with its signal and age.
 func (s *Server) reapDryRun(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.cfg.Control.DryRun(r.Context())
+	dry, err := s.cfg.Control.DryRun(r.Context())
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	rep := toReapReport(dry)
 	s.fillLeader(&rep)
 	writeJSON(w, http.StatusOK, rep)
 }
@@ -99,13 +100,13 @@ func (s *Server) reapDryRun(w http.ResponseWriter, r *http.Request) {
 // so the leader's next passes bypass the mass-silence brake as a forced
 // sweep here would.
 func (s *Server) reapNow(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.cfg.Control.SweepNow(r.Context())
-	if errors.Is(err, scheduler.ErrNotLeading) {
+	swept, err := s.cfg.Control.SweepNow(r.Context())
+	if errors.Is(err, leader.ErrNotLeading) {
 		if err := s.cfg.Store.RequestForcedSweep(r.Context()); err != nil {
 			s.writeStoreError(w, r, err)
 			return
 		}
-		rep = protocol.ReapReport{Forwarded: true, Candidates: []protocol.ReapCandidate{}}
+		rep := protocol.ReapReport{Forwarded: true, Candidates: []protocol.ReapCandidate{}}
 		s.fillLeader(&rep)
 		writeJSON(w, http.StatusAccepted, rep)
 		return
@@ -114,6 +115,7 @@ func (s *Server) reapNow(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	rep := toReapReport(swept)
 	s.fillLeader(&rep)
 	writeJSON(w, http.StatusOK, rep)
 }
@@ -137,7 +139,7 @@ func (s *Server) atRisk(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, toAtRisk(rep))
 }
 
 // cluster shows the leader, its epoch and every replica seen, each with
@@ -148,7 +150,12 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.LeaderStatus != nil {
 		self = s.cfg.LeaderStatus().Self
 	}
-	out, err := cluster.Read(r.Context(), s.cfg.Store, self)
+	view, err := cluster.Read(r.Context(), s.cfg.Store, self)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	out, err := toCluster(view)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

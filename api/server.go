@@ -56,13 +56,13 @@ type Control interface {
 	UpdateThresholds(ctx context.Context, agentLost, dispatchLost, orphan *time.Duration) error
 	ResetThresholds(ctx context.Context) error
 	RefreshThresholds(ctx context.Context) error
-	SweepNow(ctx context.Context) (protocol.ReapReport, error)
-	DryRun(ctx context.Context) (protocol.ReapReport, error)
+	SweepNow(ctx context.Context) (reaper.Report, error)
+	DryRun(ctx context.Context) (reaper.Report, error)
 	// MassSilence is the leader's mass-silence brake verdict, for health.
 	MassSilence() reaper.Brake
 	// AtRisk lists the work a reaper will act on if nothing changes
 	// (GET /v1/at-risk): of every run (runID 0) or of one.
-	AtRisk(ctx context.Context, runID int64) (protocol.AtRisk, error)
+	AtRisk(ctx context.Context, runID int64) (reaper.AtRiskReport, error)
 }
 
 // Config configures a Server. Store, Metrics and both tokens are required.

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/store"
@@ -30,12 +29,15 @@ const ServicePublish = "cluster_publish"
 
 // Config configures a Publisher. Store, Status and Report are required.
 type Config struct {
-	Store   *store.Store
-	Status  func() leader.Status          // leadership as this replica sees it
-	Report  func() protocol.ReplicaReport // the scheduler's part (scheduler.Scheduler.Report)
-	Version string                        // default "dev"
-	Every   time.Duration                 // time between publishes; default DefaultEvery
-	Logger  *slog.Logger                  // default slog.Default()
+	Store  *store.Store
+	Status func() leader.Status // leadership as this replica sees it
+	// Report is the scheduler's part, stored as its JSON and shown as is
+	// by GET /v1/cluster: the wire's shape (api.ReplicaReport of
+	// scheduler.Scheduler.Report), which this package does not know.
+	Report  func() any
+	Version string        // default "dev"
+	Every   time.Duration // time between publishes; default DefaultEvery
+	Logger  *slog.Logger  // default slog.Default()
 }
 
 // Publisher upserts this replica's row every Every, on leader and
@@ -114,32 +116,47 @@ func (p *Publisher) Publish(ctx context.Context, started time.Time) error {
 	return nil
 }
 
-// Read assembles GET /v1/cluster from the database: the fence's holder
-// and epoch, and every replica seen within SeenWithin, each with its
-// report. self names the replica answering.
-func Read(ctx context.Context, st *store.Store, self string) (protocol.Cluster, error) {
+// View is the cluster as the database shows it (GET /v1/cluster): the
+// fence's holder (Leader) and epoch at Now, the database clock, and every
+// replica seen within SeenWithin. Self names the replica answering.
+type View struct {
+	Now      time.Time
+	Leader   string
+	Epoch    int64
+	Self     string
+	Replicas []Replica
+}
+
+// Replica is one replica's last published row and SeenAgo, how long ago
+// that was on the database clock (never negative). Report is the JSON its
+// publisher's Config.Report gave.
+type Replica struct {
+	ReplicaID string
+	Leading   bool
+	Epoch     int64
+	Version   string
+	StartedAt time.Time
+	SeenAt    time.Time
+	SeenAgo   time.Duration
+	Report    json.RawMessage
+}
+
+// Read assembles the View from the database; self names the replica
+// answering.
+func Read(ctx context.Context, st *store.Store, self string) (View, error) {
 	epoch, holder, err := st.Fence(ctx)
 	if err != nil {
-		return protocol.Cluster{}, err
+		return View{}, err
 	}
 	rows, now, err := st.ListReplicas(ctx, SeenWithin)
 	if err != nil {
-		return protocol.Cluster{}, err
+		return View{}, err
 	}
-	out := protocol.Cluster{Now: now, Leader: holder, Epoch: epoch, Self: self, Replicas: []protocol.Replica{}}
+	out := View{Now: now, Leader: holder, Epoch: epoch, Self: self}
 	for _, r := range rows {
-		rep := protocol.Replica{ReplicaID: r.ReplicaID, Leading: r.Leading, Epoch: r.Epoch, Version: r.Version,
-			StartedAt: r.StartedAt, SeenAt: r.SeenAt, SeenAgo: protocol.Duration(max(now.Sub(r.SeenAt), 0))}
-		if err := json.Unmarshal(r.Report, &rep.ReplicaReport); err != nil {
-			return out, err
-		}
-		if rep.Reapers == nil {
-			rep.Reapers = []protocol.ReaperSweep{}
-		}
-		if rep.Decisions == nil {
-			rep.Decisions = map[string]int64{}
-		}
-		out.Replicas = append(out.Replicas, rep)
+		out.Replicas = append(out.Replicas, Replica{ReplicaID: r.ReplicaID, Leading: r.Leading, Epoch: r.Epoch,
+			Version: r.Version, StartedAt: r.StartedAt, SeenAt: r.SeenAt, SeenAgo: max(now.Sub(r.SeenAt), 0),
+			Report: json.RawMessage(r.Report)})
 	}
 	return out, nil
 }

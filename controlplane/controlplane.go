@@ -153,7 +153,8 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, box *secrets.Box, ln n
 		return localAPI{}, invalid(err)
 	}
 	// Every replica publishes its own row for GET /v1/cluster.
-	pub, err := cluster.NewPublisher(cluster.Config{Store: st, Status: el.Status, Report: sched.Report, Version: cfg.Version, Logger: cfg.Logger})
+	report := func() any { return api.ReplicaReport(sched.Report()) }
+	pub, err := cluster.NewPublisher(cluster.Config{Store: st, Status: el.Status, Report: report, Version: cfg.Version, Logger: cfg.Logger})
 	if err != nil {
 		return localAPI{}, invalid(err)
 	}

@@ -11,8 +11,14 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
+
+// ErrNotLeading is returned by a leader-only operation asked of a replica
+// that does not lead (a forced sweep: the API then asks the leader through
+// the database instead).
+var ErrNotLeading = errors.New("this replica does not lead")
 
 // Term is one period of leadership. Epoch is the fencing token written to
 // leader_fence and checked by every leader write: store.FenceToken of the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -46,10 +45,10 @@ func (r *Reapers) agentLostPlan(c store.StaleRunning, th Thresholds) plan {
 	silent := fmt.Sprintf("agent %s silent for %s (threshold %s)", agentName(c.AgentID), c.Age.Round(time.Second), th.AgentLost)
 	reap := LostAttempt(c, silent)
 	return plan{
-		ReapCandidate: protocol.ReapCandidate{
-			Reaper: string(state.ReaperAgentLost), Decision: string(reap.EventKind), RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
+		Candidate: Candidate{
+			Reaper: state.ReaperAgentLost, Decision: string(reap.EventKind), RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID,
 			TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "last_heartbeat_at", SignalAt: c.LastHeartbeatAt,
-			Age: protocol.Duration(c.Age), Message: reap.Message,
+			Age: c.Age, Message: reap.Message,
 		},
 		reap: &reap,
 	}

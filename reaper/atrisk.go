@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -42,7 +41,7 @@ func nearing(timeout, left time.Duration) bool {
 // term is the leader's (nil on a follower, whose grace is unknown); any
 // grace or brake that would hold a reaper back is reported in Grace.
 // hbInterval is the agents' heartbeat interval. It writes nothing.
-func (r *Reapers) AtRisk(ctx context.Context, term *Term, hbInterval time.Duration) (protocol.AtRisk, error) {
+func (r *Reapers) AtRisk(ctx context.Context, term *Term, hbInterval time.Duration) (AtRiskReport, error) {
 	return r.atRisk(ctx, term, hbInterval, 0)
 }
 
@@ -50,23 +49,19 @@ func (r *Reapers) AtRisk(ctx context.Context, term *Term, hbInterval time.Durati
 // page's overdue hint and the reason its queued TIs wait. It reads that
 // run's running and queued TIs (store.RunRunning, store.RunQueued) and
 // judges them with the same rules and words as AtRisk.
-func (r *Reapers) RunAtRisk(ctx context.Context, term *Term, hbInterval time.Duration, runID int64) (protocol.AtRisk, error) {
+func (r *Reapers) RunAtRisk(ctx context.Context, term *Term, hbInterval time.Duration, runID int64) (AtRiskReport, error) {
 	return r.atRisk(ctx, term, hbInterval, runID)
 }
 
 // atRisk is AtRisk over every run (runID 0) or one.
-func (r *Reapers) atRisk(ctx context.Context, term *Term, hbInterval time.Duration, runID int64) (protocol.AtRisk, error) {
+func (r *Reapers) atRisk(ctx context.Context, term *Term, hbInterval time.Duration, runID int64) (AtRiskReport, error) {
 	now, err := r.cfg.Clock.Now(ctx)
 	if err != nil {
-		return protocol.AtRisk{}, fmt.Errorf("reaper clock: %w", err)
+		return AtRiskReport{}, fmt.Errorf("reaper clock: %w", err)
 	}
 	th := r.cfg.Thresholds()
-	out := protocol.AtRisk{
-		Now: now, HeartbeatInterval: protocol.Duration(hbInterval), RunHorizon: protocol.Duration(RunHorizon),
-		Thresholds: protocol.Thresholds{AgentLost: protocol.Duration(th.AgentLost),
-			DispatchLost: protocol.Duration(th.DispatchLost), Orphan: protocol.Duration(th.Orphan)},
-		Running: []protocol.AtRiskRunning{}, Queued: []protocol.AtRiskQueued{}, Runs: []protocol.AtRiskRun{},
-	}
+	out := AtRiskReport{Now: now, HeartbeatInterval: hbInterval, RunHorizon: RunHorizon, Thresholds: th,
+		Running: []AtRiskRunning{}, Queued: []AtRiskQueued{}, Runs: []AtRiskRun{}}
 	if err := r.atRiskRunning(ctx, now, th, hbInterval, runID, &out); err != nil {
 		return out, err
 	}
@@ -82,8 +77,8 @@ func (r *Reapers) atRisk(ctx context.Context, term *Term, hbInterval time.Durati
 		if (runID != 0 && c.RunID != runID) || !nearing(c.Timeout, left) {
 			continue
 		}
-		out.Runs = append(out.Runs, protocol.AtRiskRun{RunID: c.RunID, DAGID: c.DAGID, State: string(c.State),
-			Timeout: protocol.Duration(c.Timeout), Deadline: c.Deadline, TimeLeft: protocol.Duration(left)})
+		out.Runs = append(out.Runs, AtRiskRun{RunID: c.RunID, DAGID: c.DAGID, State: c.State,
+			Timeout: c.Timeout, Deadline: c.Deadline, TimeLeft: left})
 	}
 	r.atRiskGrace(ctx, now, term, th, &out)
 	return out, nil
@@ -91,7 +86,7 @@ func (r *Reapers) atRisk(ctx context.Context, term *Term, hbInterval time.Durati
 
 // atRiskRunning lists running TIs whose heartbeat is overdue by more than
 // one interval (silent for two): all of them, or those of runID.
-func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Thresholds, hb time.Duration, runID int64, out *protocol.AtRisk) error {
+func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Thresholds, hb time.Duration, runID int64, out *AtRiskReport) error {
 	var stale []store.StaleRunning
 	var err error
 	if runID == 0 {
@@ -108,10 +103,10 @@ func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Threshold
 		}
 		silent := fmt.Sprintf("agent %s silent for %s (threshold %s)", agentName(c.AgentID), c.Age.Round(time.Second), th.AgentLost)
 		reap := LostAttempt(c, silent)
-		out.Running = append(out.Running, protocol.AtRiskRunning{
+		out.Running = append(out.Running, AtRiskRunning{
 			RunID: c.RunID, TIID: c.TIID, TaskID: c.TaskID, TryNumber: c.TryNumber, AgentID: c.AgentID, Started: c.Started,
-			LastHeartbeatAt: c.LastHeartbeatAt, Silent: protocol.Duration(c.Age), Overdue: protocol.Duration(c.Age - hb),
-			TimeLeft: protocol.Duration(max(th.AgentLost-c.Age, 0)), Decision: string(reap.EventKind), Outcome: reap.Message,
+			LastHeartbeatAt: c.LastHeartbeatAt, Silent: c.Age, Overdue: c.Age - hb,
+			TimeLeft: max(th.AgentLost-c.Age, 0), Decision: reap.EventKind, Outcome: reap.Message,
 		})
 	}
 	return nil
@@ -119,7 +114,7 @@ func (r *Reapers) atRiskRunning(ctx context.Context, now time.Time, th Threshold
 
 // atRiskQueued lists queued TIs no active agent can take: all of them,
 // or those of runID.
-func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds, runID int64, out *protocol.AtRisk) error {
+func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds, runID int64, out *AtRiskReport) error {
 	var stale []store.StaleQueued
 	var err error
 	if runID == 0 {
@@ -144,10 +139,10 @@ func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds
 		if tags == nil {
 			tags = []string{}
 		}
-		out.Queued = append(out.Queued, protocol.AtRiskQueued{
+		out.Queued = append(out.Queued, AtRiskQueued{
 			RunID: c.RunID, TIID: c.TIID, TaskID: c.TaskID, TryNumber: c.TryNumber, QueuedAt: c.QueuedAt,
-			Queued: protocol.Duration(c.Age), RequiredTags: tags, MissingTags: missing, ActiveAgents: c.ActiveAgents,
-			TimeLeft: protocol.Duration(max(th.DispatchLost-c.Age, 0)), Outcome: p.Message,
+			Queued: c.Age, RequiredTags: tags, MissingTags: missing, ActiveAgents: c.ActiveAgents,
+			TimeLeft: max(th.DispatchLost-c.Age, 0), Outcome: p.Message,
 		})
 	}
 	return nil
@@ -156,16 +151,16 @@ func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds
 // atRiskGrace reports what would hold the heartbeat-based reapers back:
 // the post-leadership grace, or on a follower that it is unknown, and the
 // last mass-silence brake verdict.
-func (r *Reapers) atRiskGrace(_ context.Context, now time.Time, term *Term, th Thresholds, out *protocol.AtRisk) {
+func (r *Reapers) atRiskGrace(_ context.Context, now time.Time, term *Term, th Thresholds, out *AtRiskReport) {
 	if term == nil {
-		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: string(state.ReaperAgentLost),
+		out.Grace = append(out.Grace, GraceNotice{Reaper: state.ReaperAgentLost,
 			Message: "this replica does not lead: the leader's post-leadership grace is not known here"})
 		return
 	}
 	if g := graceNotice("agent-lost", now, *term, th); g != "" {
-		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: string(state.ReaperAgentLost), Message: g})
+		out.Grace = append(out.Grace, GraceNotice{Reaper: state.ReaperAgentLost, Message: g})
 	}
 	if b := r.Brake(); b.Engaged {
-		out.Grace = append(out.Grace, protocol.GraceNotice{Reaper: string(state.ReaperAgentLost), Message: b.Message})
+		out.Grace = append(out.Grace, GraceNotice{Reaper: state.ReaperAgentLost, Message: b.Message})
 	}
 }

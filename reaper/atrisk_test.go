@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 )
 
@@ -45,9 +45,9 @@ func TestAtRiskListsWhatTheSweepLaterReaps(t *testing.T) {
 	for _, r := range risk.Running {
 		listed = append(listed, r.TIID)
 		assert.Equal(t, runID, r.RunID)
-		assert.InDelta(t, (e.th.AgentLost - 40*time.Second).Seconds(), r.TimeLeft.D().Seconds(), 1)
-		assert.InDelta(t, (40*time.Second - hb).Seconds(), r.Overdue.D().Seconds(), 1)
-		assert.Equal(t, metrics.DecisionAgentLost, r.Decision)
+		assert.InDelta(t, (e.th.AgentLost - 40*time.Second).Seconds(), r.TimeLeft.Seconds(), 1)
+		assert.InDelta(t, (40*time.Second - hb).Seconds(), r.Overdue.Seconds(), 1)
+		assert.Equal(t, state.EventAgentLost, r.Decision)
 		assert.Contains(t, r.Outcome, "silent for 40s")
 	}
 	assert.Empty(t, risk.Grace, "an old term holds nothing back")
@@ -79,7 +79,7 @@ func TestAtRiskOnAFollowerSaysTheGraceIsUnknown(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, risk.Grace, 1)
 	assert.Contains(t, risk.Grace[0].Message, "does not lead")
-	assert.Equal(t, []protocol.AtRiskRunning{}, risk.Running)
+	assert.Equal(t, []reaper.AtRiskRunning{}, risk.Running)
 }
 
 // LastSweeps keeps each reaper's last real pass, in Names order, at the
@@ -93,9 +93,9 @@ func TestLastSweepsRecordsRealPassesOnly(t *testing.T) {
 	sweeps := e.reapers.LastSweeps()
 	require.Len(t, sweeps, len(state.Reapers()))
 	for i, sw := range sweeps {
-		assert.Equal(t, string(state.Reapers()[i]), sw.Reaper)
+		assert.Equal(t, state.Reapers()[i], sw.Reaper)
 		assert.True(t, sw.At.Equal(at), "%s swept at the reaper clock", sw.Reaper)
-		assert.Positive(t, sw.Duration.D())
+		assert.Positive(t, sw.Duration)
 	}
 	e.clock.Set(at.Add(time.Hour))
 	_, err := e.reapers.DryRun(e.ctx, e.oldTerm())

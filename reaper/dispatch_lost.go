@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
@@ -54,15 +53,15 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 }
 
 func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSince time.Time) plan {
-	cand := protocol.ReapCandidate{
-		Reaper: string(state.ReaperDispatchLost), RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID, TryNumber: c.TryNumber,
-		Signal: "queued_at", SignalAt: c.QueuedAt, Age: protocol.Duration(c.Age),
+	cand := Candidate{
+		Reaper: state.ReaperDispatchLost, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID, TryNumber: c.TryNumber,
+		Signal: "queued_at", SignalAt: c.QueuedAt, Age: c.Age,
 	}
 	queuedFor := fmt.Sprintf("queued for %s (threshold %s)", c.Age.Round(time.Second), th.DispatchLost)
 	if c.Covered { // listed by dry runs only; never written or counted
 		cand.Decision = metrics.DecisionDispatchLostDeferred
 		cand.Message = fmt.Sprintf("%s but an active agent offers tags %v: a backlog, left alone", queuedFor, c.RequiredTags)
-		return plan{ReapCandidate: cand}
+		return plan{Candidate: cand}
 	}
 	cand.Decision = metrics.DecisionDispatchLost
 	switch {
@@ -80,7 +79,7 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 		State: state.TIFailed, Reason: state.ReasonDispatchLost, Message: cand.Message, EventKind: state.EventKind(cand.Decision),
 		WhereState: state.TIQueued, WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
 	}
-	return plan{ReapCandidate: cand, reap: &reap}
+	return plan{Candidate: cand, reap: &reap}
 }
 
 // measureBacklog sets the backlog gauges from one read; a failed read

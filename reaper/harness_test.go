@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
@@ -167,14 +166,14 @@ func (e *env) run(runID int64) store.RunDetail {
 	return d
 }
 
-func (e *env) sweepAt(now time.Time, term reaper.Term) protocol.ReapReport {
+func (e *env) sweepAt(now time.Time, term reaper.Term) reaper.Report {
 	e.clock.Set(now)
 	rep, err := e.reapers.Sweep(e.ctx, term)
 	require.NoError(e.t, err)
 	require.Empty(e.t, rep.Errors)
 	kept := rep.Candidates[:0]
 	for _, c := range rep.Candidates {
-		if e.focus[state.Reaper(c.Reaper)] {
+		if e.focus[c.Reaper] {
 			kept = append(kept, c)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
@@ -41,28 +40,28 @@ func TestCandidateFailuresAreIsolated(t *testing.T) {
 	r, st, m := newIsolated(t)
 	defer st.Close()
 	ctx := context.Background()
-	cand := protocol.ReapCandidate{Reaper: string(state.ReaperOrphan), Decision: metrics.DecisionOrphanReaped, RunID: 7}
+	cand := Candidate{Reaper: state.ReaperOrphan, Decision: metrics.DecisionOrphanReaped, RunID: 7}
 
-	applied, err := r.act(ctx, state.ReaperOrphan, 1, plan{ReapCandidate: cand, apply: func(context.Context, int64) (bool, error) {
+	applied, err := r.act(ctx, state.ReaperOrphan, 1, plan{Candidate: cand, apply: func(context.Context, int64) (bool, error) {
 		panic("boom")
 	}})
 	require.ErrorContains(t, err, "panicked: boom")
 	assert.False(t, applied)
 
-	_, err = r.act(ctx, state.ReaperOrphan, 1, plan{ReapCandidate: cand, apply: func(context.Context, int64) (bool, error) {
+	_, err = r.act(ctx, state.ReaperOrphan, 1, plan{Candidate: cand, apply: func(context.Context, int64) (bool, error) {
 		return false, errors.New("disk on fire")
 	}})
 	require.ErrorContains(t, err, "disk on fire")
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.Decisions.WithLabelValues("orphan_error")))
 
-	lost, err := r.act(ctx, state.ReaperOrphan, 1, plan{ReapCandidate: cand, apply: func(context.Context, int64) (bool, error) {
+	lost, err := r.act(ctx, state.ReaperOrphan, 1, plan{Candidate: cand, apply: func(context.Context, int64) (bool, error) {
 		return false, nil // the signal changed: the live side won
 	}})
 	require.NoError(t, err)
 	assert.False(t, lost)
 	assert.Zero(t, testutil.ToFloat64(m.Decisions.WithLabelValues("orphan_reaped")))
 
-	ok, err := r.act(ctx, state.ReaperOrphan, 1, plan{ReapCandidate: cand, apply: func(context.Context, int64) (bool, error) {
+	ok, err := r.act(ctx, state.ReaperOrphan, 1, plan{Candidate: cand, apply: func(context.Context, int64) (bool, error) {
 		return true, nil
 	}})
 	require.NoError(t, err)
@@ -70,7 +69,7 @@ func TestCandidateFailuresAreIsolated(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.Decisions.WithLabelValues("orphan_reaped")))
 
 	// A fenced write is not a candidate error: it ends the sweep.
-	_, err = r.act(ctx, state.ReaperOrphan, 1, plan{ReapCandidate: cand, apply: func(context.Context, int64) (bool, error) {
+	_, err = r.act(ctx, state.ReaperOrphan, 1, plan{Candidate: cand, apply: func(context.Context, int64) (bool, error) {
 		return false, &store.FencedError{Ours: 1, Current: 2}
 	}})
 	require.True(t, store.IsFenced(err))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/state"
 )
@@ -25,8 +24,8 @@ func (r *Reapers) planOrphans(ctx context.Context, now time.Time, _ Term, th Thr
 	}
 	plans := make([]plan, 0, len(runs))
 	for _, c := range runs {
-		cand := protocol.ReapCandidate{
-			Reaper: string(state.ReaperOrphan), RunID: c.RunID, Signal: "last_change", SignalAt: c.LastChange, Age: protocol.Duration(c.Age),
+		cand := Candidate{
+			Reaper: state.ReaperOrphan, RunID: c.RunID, Signal: "last_change", SignalAt: c.LastChange, Age: c.Age,
 		}
 		idle := fmt.Sprintf("run unchanged for %s (threshold %s) with no active task instance", c.Age.Round(time.Second), th.Orphan)
 		if c.AllTerminal {
@@ -37,7 +36,7 @@ func (r *Reapers) planOrphans(ctx context.Context, now time.Time, _ Term, th Thr
 			cand.Message = fmt.Sprintf("%s; %d task instance(s) could never be scheduled: failed as orphaned", idle, c.Pending)
 		}
 		c := c
-		plans = append(plans, plan{ReapCandidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
+		plans = append(plans, plan{Candidate: cand, apply: func(ctx context.Context, epoch int64) (bool, error) {
 			ended, err := r.cfg.Store.FinalizeOrphan(ctx, epoch, c, cand.Message)
 			return ended != "", err
 		}})

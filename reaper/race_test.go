@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 )
@@ -50,7 +50,7 @@ func manyTasks(id string, n int) string {
 }
 
 // sweepNow sweeps with the clock at the database's now, as production does.
-func (e *env) sweepNow() protocol.ReapReport {
+func (e *env) sweepNow() reaper.Report {
 	e.clock.Set(e.dbNow())
 	rep, err := e.reapers.Sweep(e.ctx, e.oldTerm())
 	require.NoError(e.t, err)

@@ -25,7 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
@@ -88,10 +87,10 @@ type Reapers struct {
 	log *slog.Logger
 	ms  MassSilence
 
-	brakeMu sync.Mutex                            // guards brake, forced and sweeps
-	brake   Brake                                 // the mass-silence brake's last verdict, for health
-	forced  map[state.Reaper]honoured             // per reaper: the follower-forced sweep request it last honoured
-	sweeps  map[state.Reaper]protocol.ReaperSweep // per reaper: its last pass that wrote (not a dry run)
+	brakeMu sync.Mutex                // guards brake, forced and sweeps
+	brake   Brake                     // the mass-silence brake's last verdict, for health
+	forced  map[state.Reaper]honoured // per reaper: the follower-forced sweep request it last honoured
+	sweeps  map[state.Reaper]Sweep    // per reaper: its last pass that wrote (not a dry run)
 }
 
 // New validates cfg.
@@ -122,7 +121,7 @@ func New(cfg Config) (*Reapers, error) {
 // TI transitions (reap) and agent flips (agent) are written in one batch
 // statement per reaper pass; anything else through apply, one at a time.
 type plan struct {
-	protocol.ReapCandidate
+	Candidate
 	reap  *store.Reap
 	agent *store.StaleAgent
 	apply func(ctx context.Context, epoch int64) (bool, error) // nil with reap/agent, or nothing to write
@@ -153,27 +152,27 @@ func (r *Reapers) reaper(name state.Reaper) reaperFunc {
 // failed list query counts <reaper>_list_error and the next sweep retries;
 // a failing or panicking candidate counts <reaper>_error and does not stop
 // the others. A fenced write aborts the sweep with the *store.FencedError.
-func (r *Reapers) Sweep(ctx context.Context, term Term) (protocol.ReapReport, error) {
+func (r *Reapers) Sweep(ctx context.Context, term Term) (Report, error) {
 	return r.run(ctx, term, false, state.Reapers())
 }
 
 // DryRun lists every candidate of every reaper, with its signal, age and
 // the decision it would get, and writes nothing (vigil reap --dry-run).
-func (r *Reapers) DryRun(ctx context.Context, term Term) (protocol.ReapReport, error) {
+func (r *Reapers) DryRun(ctx context.Context, term Term) (Report, error) {
 	return r.run(ctx, term, true, state.Reapers())
 }
 
 // Pass runs the one reaper called name (one of Names) for term: the
 // service that owns it calls this on its own interval.
-func (r *Reapers) Pass(ctx context.Context, name state.Reaper, term Term) (protocol.ReapReport, error) {
+func (r *Reapers) Pass(ctx context.Context, name state.Reaper, term Term) (Report, error) {
 	if r.reaper(name) == nil {
-		return protocol.ReapReport{}, fmt.Errorf("reaper: unknown reaper %q", name)
+		return Report{}, fmt.Errorf("reaper: unknown reaper %q", name)
 	}
 	return r.run(ctx, term, false, []state.Reaper{name})
 }
 
-func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []state.Reaper) (protocol.ReapReport, error) {
-	rep := protocol.ReapReport{DryRun: dry, Candidates: []protocol.ReapCandidate{}}
+func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []state.Reaper) (Report, error) {
+	rep := Report{DryRun: dry, Candidates: []Candidate{}}
 	now, err := r.cfg.Clock.Now(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("reaper clock: %w", err)
@@ -199,8 +198,8 @@ func (r *Reapers) run(ctx context.Context, term Term, dry bool, names []state.Re
 }
 
 // recordSweep keeps name's last pass for LastSweeps.
-func (r *Reapers) recordSweep(name state.Reaper, at time.Time, took time.Duration, cands []protocol.ReapCandidate, errs int) {
-	sw := protocol.ReaperSweep{Reaper: string(name), At: at, Duration: protocol.Duration(took), Candidates: len(cands), Errors: errs}
+func (r *Reapers) recordSweep(name state.Reaper, at time.Time, took time.Duration, cands []Candidate, errs int) {
+	sw := Sweep{Reaper: name, At: at, Duration: took, Candidates: len(cands), Errors: errs}
 	for _, c := range cands {
 		if c.Applied {
 			sw.Applied++
@@ -209,17 +208,17 @@ func (r *Reapers) recordSweep(name state.Reaper, at time.Time, took time.Duratio
 	r.brakeMu.Lock()
 	defer r.brakeMu.Unlock()
 	if r.sweeps == nil {
-		r.sweeps = map[state.Reaper]protocol.ReaperSweep{}
+		r.sweeps = map[state.Reaper]Sweep{}
 	}
 	r.sweeps[name] = sw
 }
 
 // LastSweeps returns each reaper's last pass on this replica, in Names
 // order; a reaper that has not swept here yet is left out.
-func (r *Reapers) LastSweeps() []protocol.ReaperSweep {
+func (r *Reapers) LastSweeps() []Sweep {
 	r.brakeMu.Lock()
 	defer r.brakeMu.Unlock()
-	out := []protocol.ReaperSweep{}
+	out := []Sweep{}
 	for _, name := range state.Reapers() {
 		if sw, ok := r.sweeps[name]; ok {
 			out = append(out, sw)
@@ -233,11 +232,11 @@ func (r *Reapers) LastSweeps() []protocol.ReaperSweep {
 // next page is listed, so a pass keeps up with any number of stale rows
 // (River's rescuer loop). A dry run lists one page. It returns only a
 // fenced error; the others are in rep.
-func (r *Reapers) pages(ctx context.Context, name state.Reaper, now time.Time, term Term, th Thresholds, dry bool, rep *protocol.ReapReport) error {
+func (r *Reapers) pages(ctx context.Context, name state.Reaper, now time.Time, term Term, th Thresholds, dry bool, rep *Report) error {
 	for ctx.Err() == nil {
 		plans, grace, err := r.reaper(name)(ctx, now, term, th)
 		for _, line := range strings.Split(strings.TrimSpace(grace), "\n") {
-			rep.AddGrace(protocol.GraceNotice{Reaper: string(name), Message: strings.TrimSpace(line)})
+			rep.AddGrace(GraceNotice{Reaper: name, Message: strings.TrimSpace(line)})
 		}
 		if err == nil && dry && name == state.ReaperDispatchLost && len(plans) < r.cfg.Batch &&
 			graceNotice(name, now, term, th) == "" {
@@ -262,7 +261,7 @@ func (r *Reapers) pages(ctx context.Context, name state.Reaper, now time.Time, t
 			}
 		}
 		for _, p := range plans {
-			rep.Candidates = append(rep.Candidates, p.ReapCandidate)
+			rep.Candidates = append(rep.Candidates, p.Candidate)
 		}
 		if dry || len(plans) < r.cfg.Batch || moved < len(plans) {
 			return nil
@@ -430,7 +429,7 @@ func (r *Reapers) record(ctx context.Context, name state.Reaper, epoch int64, p 
 	r.cfg.Metrics.Decide(p.Decision)
 	r.log.Log(ctx, slog.LevelInfo, "scheduler decision", "decision", p.Decision, "run_id", p.RunID, "ti_id", p.TIID,
 		"task_id", p.TaskID, "try_number", p.TryNumber, "agent_id", p.AgentID, "epoch", epoch,
-		"signal", p.Signal, "signal_age_seconds", p.Age.D().Seconds(), "message", p.Message)
+		"signal", p.Signal, "signal_age_seconds", p.Age.Seconds(), "message", p.Message)
 	return true
 }
 

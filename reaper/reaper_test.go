@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
@@ -170,7 +169,7 @@ tasks:
 	e.exec(`UPDATE agents SET last_heartbeat_at = now() + interval '4 minutes' WHERE id = $1`, linux)
 
 	rep := e.sweepAt(now, e.oldTerm())
-	byTask := map[string]protocol.ReapCandidate{}
+	byTask := map[string]reaper.Candidate{}
 	for _, c := range rep.Candidates {
 		byTask[c.TaskID] = c
 	}
@@ -312,9 +311,9 @@ func TestDryRunListsExactlyTheCandidates(t *testing.T) {
 	}
 	var got []key
 	for _, c := range rep.Candidates {
-		got = append(got, key{c.Reaper, c.Decision, c.TaskID, c.RunID})
+		got = append(got, key{string(c.Reaper), c.Decision, c.TaskID, c.RunID})
 		assert.NotEmpty(t, c.Signal)
-		assert.Greater(t, c.Age.D(), 3*time.Minute)
+		assert.Greater(t, c.Age, 3*time.Minute)
 		assert.False(t, c.Applied)
 	}
 	assert.ElementsMatch(t, []key{

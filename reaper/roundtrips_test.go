@@ -53,7 +53,7 @@ func TestSweepRoundTripsBoundTheChaosStretch(t *testing.T) {
 	require.Empty(t, rep.Errors)
 	applied := 0
 	for _, c := range rep.Candidates {
-		if c.Applied && c.Reaper == string(state.ReaperAgentLost) {
+		if c.Applied && c.Reaper == state.ReaperAgentLost {
 			applied++
 		}
 	}

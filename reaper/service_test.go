@@ -44,9 +44,9 @@ func TestReaperServicePassRunsItsReaperForTheCurrentTerm(t *testing.T) {
 	assert.Equal(t, state.TIFailed, e.ti(runID, "b").State)
 	sweeps := e.reapers.LastSweeps()
 	require.Len(t, sweeps, 2)
-	assert.Equal(t, string(state.ReaperAgentLost), sweeps[0].Reaper)
+	assert.Equal(t, state.ReaperAgentLost, sweeps[0].Reaper)
 	assert.Equal(t, 2, sweeps[0].Applied)
-	assert.Equal(t, string(state.ReaperOrphan), sweeps[1].Reaper)
+	assert.Equal(t, state.ReaperOrphan, sweeps[1].Reaper)
 
 	term = &reaper.Term{Epoch: epoch + 1, GraceStart: old.GraceStart}
 	e.exec(`UPDATE task_instances SET state = 'running' WHERE run_id = $1`, runID)

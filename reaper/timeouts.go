@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
@@ -40,10 +39,10 @@ func (r *Reapers) planExecutionTimeouts(ctx context.Context, now time.Time, term
 		}
 		failTry(&reap, c.StaleRunning, what)
 		plans = append(plans, plan{
-			ReapCandidate: protocol.ReapCandidate{
-				Reaper: string(state.ReaperExecutionTimeout), Decision: string(reap.EventKind), RunID: c.RunID, TIID: ptr(c.TIID),
+			Candidate: Candidate{
+				Reaper: state.ReaperExecutionTimeout, Decision: string(reap.EventKind), RunID: c.RunID, TIID: ptr(c.TIID),
 				TaskID: c.TaskID, TryNumber: c.TryNumber, AgentID: c.AgentID, Signal: "started_at",
-				SignalAt: c.StartedAt, Age: protocol.Duration(c.Age), Message: reap.Message,
+				SignalAt: c.StartedAt, Age: c.Age, Message: reap.Message,
 			},
 			reap: &reap,
 		})
@@ -66,9 +65,9 @@ func (r *Reapers) planRunTimeouts(ctx context.Context, now time.Time, _ Term, _ 
 		msg := fmt.Sprintf("run exceeded its timeout of %s (%s since it %s)", c.Timeout,
 			now.Sub(c.Since).Round(time.Second), map[bool]string{true: "started", false: "was queued"}[c.State == state.RunRunning])
 		plans = append(plans, plan{
-			ReapCandidate: protocol.ReapCandidate{
-				Reaper: string(state.ReaperRunTimeout), Decision: metrics.DecisionRunTimeout, RunID: c.RunID, Signal: "timeout_deadline",
-				SignalAt: c.Deadline, Age: protocol.Duration(c.Overdue), Message: msg,
+			Candidate: Candidate{
+				Reaper: state.ReaperRunTimeout, Decision: metrics.DecisionRunTimeout, RunID: c.RunID, Signal: "timeout_deadline",
+				SignalAt: c.Deadline, Age: c.Overdue, Message: msg,
 			},
 			apply: func(ctx context.Context, epoch int64) (bool, error) {
 				return r.cfg.Store.TimeoutRun(ctx, epoch, c, now, msg)
@@ -93,9 +92,9 @@ func (r *Reapers) planInactiveAgents(ctx context.Context, now time.Time, term Te
 	plans := make([]plan, 0, len(agents))
 	for _, c := range agents {
 		plans = append(plans, plan{
-			ReapCandidate: protocol.ReapCandidate{
-				Reaper: string(state.ReaperAgentInactive), Decision: metrics.DecisionAgentInactive, AgentID: ptr(c.AgentID),
-				Signal: "agent_last_heartbeat_at", SignalAt: c.LastHeartbeatAt, Age: protocol.Duration(c.Age),
+			Candidate: Candidate{
+				Reaper: state.ReaperAgentInactive, Decision: metrics.DecisionAgentInactive, AgentID: ptr(c.AgentID),
+				Signal: "agent_last_heartbeat_at", SignalAt: c.LastHeartbeatAt, Age: c.Age,
 				Message: fmt.Sprintf("agent %s (%d) silent for %s (threshold %s), %d running task instance(s): marked inactive",
 					c.Name, c.AgentID, c.Age.Round(time.Second), th.AgentLost, c.Running),
 			},

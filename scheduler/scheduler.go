@@ -23,7 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
@@ -327,31 +326,28 @@ func (s *Scheduler) subscribe(channel string) (<-chan struct{}, func()) {
 	return s.cfg.Listener.Subscribe(channel)
 }
 
-// ErrNotLeading is returned by SweepNow on a replica that does not lead.
-var ErrNotLeading = errors.New("this replica does not lead")
-
 // SweepNow forces one pass of every reaper on this (leading) replica and
 // returns what they did (vigil reap). Each runs through its own service,
 // so it never overlaps that service's scheduled pass. A forced pass is not
 // held by the mass-silence brake (reaper.Term.Force): it is how an
 // operator reaps past it. Errors:
-// ErrNotLeading on a follower, whose caller should ask the leader instead
+// leader.ErrNotLeading on a follower, whose caller should ask the leader instead
 // (store.RequestSweep).
-func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
+func (s *Scheduler) SweepNow(ctx context.Context) (reaper.Report, error) {
 	g, _ := s.current()
 	if g == nil || s.currentTerm() == nil {
-		return protocol.ReapReport{}, ErrNotLeading
+		return reaper.Report{}, leader.ErrNotLeading
 	}
 	if err := s.RefreshThresholds(ctx); err != nil {
-		return protocol.ReapReport{}, err
+		return reaper.Report{}, err
 	}
-	all := protocol.ReapReport{Candidates: []protocol.ReapCandidate{}}
+	all := reaper.Report{Candidates: []reaper.Candidate{}}
 	for _, name := range state.Reapers() {
-		var rep protocol.ReapReport
+		var rep reaper.Report
 		err := g.Service(string(name)).Exclusive(ctx, func(ctx context.Context) error {
 			t := s.currentTerm()
 			if t == nil {
-				return ErrNotLeading
+				return leader.ErrNotLeading
 			}
 			forced := *t
 			forced.Force = true
@@ -378,14 +374,14 @@ func (s *Scheduler) SweepNow(ctx context.Context) (protocol.ReapReport, error) {
 // DryRun lists every reaper candidate without writing (vigil reap
 // --dry-run). On a follower the agent-lost grace is unknown and not
 // applied; the report says so.
-func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
+func (s *Scheduler) DryRun(ctx context.Context) (reaper.Report, error) {
 	if err := s.RefreshThresholds(ctx); err != nil {
-		return protocol.ReapReport{}, err
+		return reaper.Report{}, err
 	}
 	t := s.currentTerm()
 	if t == nil {
 		rep, err := s.reapers.DryRun(ctx, reaper.Term{})
-		rep.Grace = []protocol.GraceNotice{{Reaper: string(state.ReaperAgentLost),
+		rep.Grace = []reaper.GraceNotice{{Reaper: state.ReaperAgentLost,
 			Message: "this replica does not lead: candidates are listed without the leader's post-leadership grace"}}
 		return rep, err
 	}
@@ -396,9 +392,9 @@ func (s *Scheduler) DryRun(ctx context.Context) (protocol.ReapReport, error) {
 // time left (reaper.Reapers.AtRisk): of every run (runID 0) or of one
 // (reaper.Reapers.RunAtRisk). On a follower the leader's grace is
 // unknown and the report says so.
-func (s *Scheduler) AtRisk(ctx context.Context, runID int64) (protocol.AtRisk, error) {
+func (s *Scheduler) AtRisk(ctx context.Context, runID int64) (reaper.AtRiskReport, error) {
 	if err := s.RefreshThresholds(ctx); err != nil {
-		return protocol.AtRisk{}, err
+		return reaper.AtRiskReport{}, err
 	}
 	if runID != 0 {
 		return s.reapers.RunAtRisk(ctx, s.currentTerm(), s.cfg.HeartbeatInterval, runID)

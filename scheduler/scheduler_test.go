@@ -214,7 +214,7 @@ func waitAgentLostSweep(t *testing.T, s *Scheduler, clock *reapertest.Clock) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		for _, sw := range s.reapers.LastSweeps() {
-			if sw.Reaper == string(state.ReaperAgentLost) && !sw.At.Before(now) {
+			if sw.Reaper == state.ReaperAgentLost && !sw.At.Before(now) {
 				return true
 			}
 		}

@@ -1,15 +1,13 @@
 package scheduler
 
-import (
-	"github.com/vigil-sched/vigil/api/protocol"
-)
+import "github.com/vigil-sched/vigil/reaper"
 
 // Report is what this replica publishes about its scheduler for the
-// Cluster page (protocol.ReplicaReport): the decision counters always,
-// and while it leads its reapers' last sweeps, the post-leadership grace
-// (docs/design.md §6) and the mass-silence brake.
-func (s *Scheduler) Report() protocol.ReplicaReport {
-	rep := protocol.ReplicaReport{Reapers: []protocol.ReaperSweep{}, Decisions: s.cfg.Metrics.DecisionCounts()}
+// Cluster page: the decision counters always, and while it leads its
+// reapers' last sweeps, the post-leadership grace (docs/design.md §6) and
+// the mass-silence brake.
+func (s *Scheduler) Report() reaper.Status {
+	rep := reaper.Status{Reapers: []reaper.Sweep{}, Decisions: s.cfg.Metrics.DecisionCounts()}
 	if !s.leading.Load() {
 		return rep
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vigil-sched/vigil/scheduler/retry"
+	"github.com/vigil-sched/vigil/retry"
 	"github.com/vigil-sched/vigil/state"
 )
 

@@ -222,15 +222,6 @@ type GraceNotice struct {
 	Message string `json:"message"`
 }
 
-// AddGrace appends a notice, unless it repeats the last one (a reaper
-// listing page after page gives the same notice for each page).
-func (r *ReapReport) AddGrace(n GraceNotice) {
-	if n.Message == "" || (len(r.Grace) > 0 && r.Grace[len(r.Grace)-1] == n) {
-		return
-	}
-	r.Grace = append(r.Grace, n)
-}
-
 // GraceText is every grace message, one a line; "" when there is none.
 func (r ReapReport) GraceText() string {
 	lines := make([]string, len(r.Grace))

@@ -1,6 +1,7 @@
 // Package retry is Vigil's retry policy for task instances: how many tries a
-// TI gets and how long it waits between them. It is pure logic so that the
-// store (completions, reapers) and the scheduler share one definition.
+// TI gets and how long it waits between them. It is a leaf of pure logic:
+// the store applies it to completions and the reapers' candidates carry
+// it, so neither the store nor the reapers depend on the scheduler.
 //
 // Source: Airflow's retries / retry_delay / retry_exponential_backoff /
 // max_retry_delay semantics, docs/design.md §5 step 4.
