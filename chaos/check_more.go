@@ -27,8 +27,10 @@ type ReapedAlive struct {
 	Deadline  time.Time // by when its agent had to stop it
 }
 
-// checkFencing: every event a leader wrote (epoch set) committed before
-// the fence moved past its epoch, and its epoch is one the fence held;
+// checkFencing: every event a leader wrote (epoch set) and every other
+// transaction a leader session wrote in committed before the fence moved
+// past its epoch, and its epoch is one the fence held (a leader session's
+// write without a fence check is a violation);
 // the fence only moves forward; and after each loss of the leader the
 // fence moved to another replica within Timing.FenceBound, unless the
 // database or etcd was down or slowed meanwhile (a fence cannot move
@@ -64,19 +66,17 @@ func checkFencing(h *History, fos []Failover) Result {
 			continue
 		}
 		r.Checked++
-		if !known[ev.Epoch] {
-			r.Violations = append(r.Violations, Violation{InvFencing, ev.Committed, fmt.Sprintf("event %d", ev.ID),
-				fmt.Sprintf("%s carries epoch %d, which the fence never held", ev.Kind, ev.Epoch)})
+		r.Violations = append(r.Violations, fencedWrite(h, known, ev.Epoch, ev.Committed, fmt.Sprintf("event %d", ev.ID), ev.Kind)...)
+	}
+	for _, w := range h.LeaderWrites {
+		r.Checked++
+		subject := fmt.Sprintf("transaction %d", w.TxID)
+		if w.Epoch == 0 {
+			r.Violations = append(r.Violations, Violation{InvFencing, w.Committed, subject,
+				fmt.Sprintf("a leader session wrote %s without a fence check", w.Table)})
 			continue
 		}
-		for _, f := range h.Fence {
-			if f.Epoch > ev.Epoch && !ev.Committed.Before(f.Committed) {
-				r.Violations = append(r.Violations, Violation{InvFencing, ev.Committed, fmt.Sprintf("event %d", ev.ID),
-					fmt.Sprintf("%s at epoch %d committed %s after the fence moved to %d (%s)", ev.Kind, ev.Epoch,
-						ev.Committed.Sub(f.Committed), f.Epoch, f.Holder)})
-				break
-			}
-		}
+		r.Violations = append(r.Violations, fencedWrite(h, known, w.Epoch, w.Committed, subject, "a write to "+w.Table)...)
 	}
 	for i := 1; i < len(h.Fence); i++ {
 		if h.Fence[i].Epoch <= h.Fence[i-1].Epoch {
@@ -141,6 +141,21 @@ func checkLogs(h *History) Result {
 		r.Notes = append(r.Notes, fmt.Sprintf("out of scope: %d attempts whose agent never reached the control plane again before it was killed", r.Excluded))
 	}
 	return r
+}
+
+// fencedWrite judges one write of epoch that committed at committed: the
+// fence held that epoch once, and had not moved past it by the commit.
+func fencedWrite(h *History, known map[int64]bool, epoch int64, committed time.Time, subject, what string) []Violation {
+	if !known[epoch] {
+		return []Violation{{InvFencing, committed, subject, fmt.Sprintf("%s carries epoch %d, which the fence never held", what, epoch)}}
+	}
+	for _, f := range h.Fence {
+		if f.Epoch > epoch && !committed.Before(f.Committed) {
+			return []Violation{{InvFencing, committed, subject, fmt.Sprintf("%s at epoch %d committed %s after the fence moved to %d (%s)",
+				what, epoch, committed.Sub(f.Committed), f.Epoch, f.Holder)}}
+		}
+	}
+	return nil
 }
 
 // databaseFaultWithin reports whether a fault kept the database down,

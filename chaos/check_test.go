@@ -70,6 +70,10 @@ func cleanHistory() *History {
 			{Instance: "a0-1", At: at(12.5), Attempts: []string{"C"}},
 			{Instance: "a0-1", At: at(13.5), Attempts: []string{"C"}},
 		},
+		LeaderWrites: []LeaderWrite{
+			{TxID: 1, Epoch: 100, Table: "schedules", Committed: at(20)},
+			{TxID: 2, Epoch: 200, Table: "task_instances", Committed: at(34)},
+		},
 		RunBound:  map[string]time.Duration{"d": 10 * time.Second},
 		Processes: cleanProcesses(),
 		End:       at(40),
@@ -139,9 +143,12 @@ func TestInvariantsReportViolations(t *testing.T) {
 		{InvSLA, func(h *History) { // a requeue is held to the same bound
 			h.Events[1].Kind, h.Events[1].Committed = metrics.DecisionAgentLostRequeued, at(12)
 		}},
-		{InvFencing, func(h *History) { h.Events[2].Epoch = 100 }},       // epoch 100 wrote after the fence moved to 200
-		{InvFencing, func(h *History) { h.Events[0].Epoch = 150 }},       // an epoch the fence never held
-		{InvFencing, func(h *History) { h.Fence[1].Committed = at(36) }}, // 6s after r1's kill: past the 5.5s bound
+		{InvFencing, func(h *History) { h.Events[2].Epoch = 100 }},              // epoch 100 wrote after the fence moved to 200
+		{InvFencing, func(h *History) { h.Events[0].Epoch = 150 }},              // an epoch the fence never held
+		{InvFencing, func(h *History) { h.Fence[1].Committed = at(36) }},        // 6s after r1's kill: past the 5.5s bound
+		{InvFencing, func(h *History) { h.LeaderWrites[0].Committed = at(33) }}, // a next_slot-like write of epoch 100 after the move
+		{InvFencing, func(h *History) { h.LeaderWrites[0].Epoch = 0 }},          // a leader session wrote without a fence check
+		{InvFencing, func(h *History) { h.LeaderWrites[1].Epoch = 150 }},        // an epoch the fence never held
 		{InvNoLostSuccess, func(h *History) { h.TIs[0].State = "failed" }},
 		{InvLogs, func(h *History) { h.Logs["A"] = AttemptLogs{Received: 2} }},
 		{InvLogs, func(h *History) { h.Logs["A"] = AttemptLogs{Received: 3, Markers: []time.Time{at(2), at(2)}} }},

@@ -40,6 +40,43 @@ CREATE TRIGGER chaos_fence_moved AFTER UPDATE OF epoch ON leader_fence
 INSERT INTO chaos_fence_history (epoch, holder) SELECT epoch, holder FROM leader_fence WHERE epoch > 0;
 `
 
+// leaderWritesSQL records, from a statement trigger on every table of
+// Vigil's schema but the fence itself, each transaction that a leader
+// wrote in: its epoch (vigil.epoch, which the fence check sets for the
+// transaction, store/fence.go) and the first table it wrote. A leader
+// session (application_name vigil-leader) that writes without a fence
+// check is recorded with no epoch. The row's commit timestamp is the
+// leader transaction's. Like chaos_fence_history it is the harness's own
+// instrument: every leader write, not only events, is judged by
+// invariant 3.
+const leaderWritesSQL = `
+CREATE TABLE IF NOT EXISTS chaos_leader_writes (
+    txid  bigint PRIMARY KEY,
+    epoch bigint,
+    tbl   text NOT NULL
+);
+CREATE OR REPLACE FUNCTION chaos_leader_write() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE e text := coalesce(current_setting('vigil.epoch', true), '');
+BEGIN
+    IF e <> '' OR current_setting('application_name') = 'vigil-leader' THEN
+        INSERT INTO chaos_leader_writes (txid, epoch, tbl) VALUES (txid_current(), nullif(e, '')::bigint, TG_TABLE_NAME)
+        ON CONFLICT (txid) DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
+DO $$
+DECLARE t text;
+BEGIN
+    FOR t IN SELECT tablename FROM pg_tables
+              WHERE schemaname = current_schema() AND tablename <> 'leader_fence' AND tablename NOT LIKE 'chaos\_%'
+    LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS chaos_leader_write ON %I', t);
+        EXECUTE format('CREATE TRIGGER chaos_leader_write AFTER INSERT OR UPDATE OR DELETE ON %I '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION chaos_leader_write()', t);
+    END LOOP;
+END $$;
+`
+
 func execSQL(ctx context.Context, url, sql string) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -50,12 +87,15 @@ func execSQL(ctx context.Context, url, sql string) error {
 	return err
 }
 
-// installFenceHistory installs the fence trigger once the replicas have
-// migrated the schema (the fence may already have moved: that first move
+// installFenceHistory installs the fence trigger and the leader write
+// triggers once the replicas have migrated the schema (the fence may already have moved: that first move
 // is recorded by the INSERT).
 func installFenceHistory(ctx context.Context, url string) error {
 	if err := execSQL(ctx, url, fenceHistorySQL); err != nil {
 		return fmt.Errorf("install the fence history trigger: %w", err)
+	}
+	if err := execSQL(ctx, url, leaderWritesSQL); err != nil {
+		return fmt.Errorf("install the leader write triggers: %w", err)
 	}
 	return nil
 }
@@ -119,6 +159,20 @@ func collect(ctx context.Context, url string, h *History) error {
 	})
 	if err != nil {
 		return fmt.Errorf("read the fence history: %w", err)
+	}
+	rows, _ = conn.Query(ctx, `SELECT txid, coalesce(epoch, 0), tbl, pg_xact_commit_timestamp(xmin)
+		FROM chaos_leader_writes ORDER BY txid`)
+	h.LeaderWrites, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (LeaderWrite, error) {
+		var w LeaderWrite
+		var ts *time.Time
+		err := r.Scan(&w.TxID, &w.Epoch, &w.Table, &ts)
+		if ts != nil {
+			w.Committed = *ts
+		}
+		return w, err
+	})
+	if err != nil {
+		return fmt.Errorf("read the leader writes: %w", err)
 	}
 	return collectLogs(ctx, conn, h)
 }

@@ -31,6 +31,9 @@ type History struct {
 	// Fence is the fence's history (migration-independent: the harness's
 	// trigger on leader_fence), oldest first.
 	Fence []FenceChange
+	// LeaderWrites are the transactions leader sessions wrote in, one
+	// each (the harness's chaos_leader_writes triggers), oldest first.
+	LeaderWrites []LeaderWrite
 	// Leaders are the samples of every replica's vigil_leader gauge and of
 	// etcd's election, oldest first.
 	Leaders []LeaderSample
@@ -225,6 +228,15 @@ type AttemptLogs struct {
 type GraceRestart struct {
 	Replica string
 	At      time.Time // its grace_start (database clock)
+}
+
+// LeaderWrite is one committed transaction in which a leader session
+// wrote to a table of Vigil's other than the fence.
+type LeaderWrite struct {
+	TxID      int64
+	Epoch     int64 // the fence check's epoch; 0: written without a fence check
+	Table     string
+	Committed time.Time
 }
 
 // FenceChange is one committed move of the leader fence.

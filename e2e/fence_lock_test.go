@@ -108,4 +108,3 @@ func fenceLockWaiters(t *testing.T, db *pgx.Conn) int {
 		 WHERE wait_event_type = 'Lock' AND query ILIKE '%leader_fence%' AND pid <> pg_backend_pid()`).Scan(&n))
 	return n
 }
-

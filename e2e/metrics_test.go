@@ -50,7 +50,7 @@ tasks:
 	assert.NotContains(t, decisions, metrics.DecisionDispatchLostDeferred, "a dry-run label is never counted")
 	reapers := sampleValues(first, "vigil_reaper_duration_seconds_count", "reaper")
 	for _, name := range state.Reapers() {
-		assert.Contains(t, reapers, name, "first scrape has no vigil_reaper_duration_seconds{reaper=%q}", name)
+		assert.Contains(t, reapers, string(name), "first scrape has no vigil_reaper_duration_seconds{reaper=%q}", name)
 	}
 	promtoolCheckMetrics(t, promtool, first)
 
