@@ -172,7 +172,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	var loops sync.WaitGroup
-	for _, loop := range []func(context.Context){a.heartbeatLoop, a.reconnectLoop, a.shipLoop} {
+	for _, loop := range []func(context.Context){a.heartbeatLoop, a.reconnectLoop, a.shipLoop, a.stopWatchLoop} {
 		loops.Go(func() { loop(netCtx) })
 	}
 	a.claimLoop(ctx, netCtx) // returns when ctx is done

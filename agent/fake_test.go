@@ -85,6 +85,7 @@ func (f *fakeAPI) serve() *httptest.Server {
 	mux.HandleFunc("POST /v1/agents/{id}/completions", f.wrap(true, f.completions))
 	mux.HandleFunc("POST /v1/agents/{id}/logs", f.wrap(true, f.logsHandler))
 	mux.HandleFunc("POST /v1/agents/{id}/deregister", f.wrap(true, f.deregister))
+	mux.HandleFunc("POST /v1/agents/{id}/stops", f.wrap(true, f.stopWatch))
 	srv := httptest.NewServer(mux)
 	f.t.Cleanup(srv.Close)
 	return srv
@@ -419,4 +420,19 @@ func (f *fakeAPI) deregister(w http.ResponseWriter, r *http.Request) any {
 	f.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// stopWatch is the agent's stop watch: it holds the request for its wait
+// (or until the client goes) and answers stop false; the fake's stop
+// orders travel in heartbeat replies only.
+func (f *fakeAPI) stopWatch(w http.ResponseWriter, r *http.Request) any {
+	req := decode[protocol.StopWatchRequest](r)
+	t := time.NewTimer(req.Wait.D())
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+		return nil
+	case <-t.C:
+	}
+	return protocol.StopWatchResponse{}
 }

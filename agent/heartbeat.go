@@ -181,3 +181,38 @@ func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
 		"reason", order.Reason, "source", source)
 	a.systemLine(att, fmt.Sprintf("--- stopped by the control plane (%s): killing process group ---", order.Reason))
 }
+
+// stopWatchLoop keeps one stop watch open while the link is up (POST
+// /v1/agents/{id}/stops, a long poll): when the server says a TI this
+// agent holds was cancelled, it wakes the heartbeat, whose reply carries
+// the stop order, so a cancel stops the work within a moment instead of
+// at the next heartbeat. Errors back off and retry; the heartbeat still
+// carries every stop order, so a server without the route only makes
+// stops slower.
+func (a *Agent) stopWatchLoop(ctx context.Context) {
+	bo := a.newBackoff()
+	for {
+		c, err := a.waitUp(ctx)
+		if err != nil {
+			return
+		}
+		var resp protocol.StopWatchResponse
+		url := fmt.Sprintf("%s/v1/agents/%d/stops", c.base, c.agentID)
+		err = a.cl.post(ctx, "stop watch", url, a.cfg.ClaimWait+a.timeout(),
+			protocol.StopWatchRequest{Wait: protocol.Duration(a.cfg.ClaimWait)}, &resp)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			a.log.Debug("stop watch failed", "err", err)
+			if !sleepCtx(ctx, bo.Next()) {
+				return
+			}
+			continue
+		}
+		bo.Reset()
+		if resp.Stop {
+			signal(a.wakeHeartbeat)
+		}
+	}
+}

@@ -45,6 +45,7 @@ type harness struct {
 	store   *store.Store
 	metrics *metrics.Metrics
 	srv     *httptest.Server
+	lis     *store.Listener
 	log     *slog.Logger
 	dbURL   string // the harness's private database, for tests that age rows
 
@@ -79,7 +80,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		log = slog.New(slog.NewJSONHandler(io.MultiWriter(testWriter{t}, opts.logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	m := metrics.New()
-	lis := st.Listen(ctx, log, store.ChanScheduler, store.ChanQueued)
+	lis := st.Listen(ctx, log, store.ChanScheduler, store.ChanQueued, store.ChanStop)
 	sched, err := scheduler.New(scheduler.Config{Store: st, Listener: lis, Metrics: m, Logger: log, Interval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	el := leader.NewStatic(st, "test", log, m)
@@ -112,7 +113,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		lis.Close()
 		st.Close()
 	})
-	return &harness{t: t, store: st, metrics: m, srv: hs, log: log, dbURL: url, creds: map[int64]string{}}
+	return &harness{t: t, store: st, metrics: m, srv: hs, lis: lis, log: log, dbURL: url, creds: map[int64]string{}}
 }
 
 type testWriter struct{ t *testing.T }

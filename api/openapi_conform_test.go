@@ -164,6 +164,10 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	task := claim.Tasks[0]
 	c.do("POST", ap+"/heartbeat", agentToken, reg.Credential,
 		protocol.HeartbeatRequest{Entries: []protocol.HeartbeatEntry{{Attempt: task.Attempt, Started: true}}}, true, 200)
+	watch := decodeInto[protocol.StopWatchResponse](t, c.do("POST", ap+"/stops", agentToken, reg.Credential,
+		protocol.StopWatchRequest{Wait: protocol.Duration(10 * time.Millisecond)}, true, 200))
+	require.False(t, watch.Stop, "nothing was cancelled")
+	c.do("POST", ap+"/stops", agentToken, reg.Credential, protocol.StopWatchRequest{Wait: protocol.Duration(time.Minute)}, false, 400)
 	c.do("POST", ap+"/logs", agentToken, reg.Credential, protocol.LogsRequest{Lines: []protocol.LogLine{
 		{Attempt: task.Attempt, Seq: 1, Stream: protocol.StreamStdout, Time: time.Now(), Line: "hi"},
 		{Attempt: task.Attempt, Seq: 2, Stream: protocol.StreamStderr, Time: time.Now(), Line: "done"},

@@ -209,6 +209,7 @@ var routeTable = []route{
 	{"POST /v1/agents/{agent_id}/complete", AccessAgentSelf, (*Server).complete},
 	{"POST /v1/agents/{agent_id}/completions", completionsAccess, (*Server).completions},
 	{"POST /v1/agents/{agent_id}/logs", AccessAgentSelf, (*Server).logs},
+	{"POST /v1/agents/{agent_id}/stops", AccessAgentSelf, (*Server).stopWatch},
 	{"POST /v1/agents/{agent_id}/deregister", AccessAgentSelfOrOperator, (*Server).deregister},
 
 	{"GET /v1/agents", AccessRead, (*Server).listAgents},

@@ -138,7 +138,7 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, box *secrets.Box, ln n
 		cfg.Logger = cfg.Logger.With("replica", cfg.Pro.ReplicaID) // the elector names its replica itself
 	}
 	m := metrics.New()
-	listener := st.Listen(context.Background(), cfg.Logger, store.ChanScheduler, store.ChanQueued, store.ChanReap)
+	listener := st.Listen(context.Background(), cfg.Logger, store.ChanScheduler, store.ChanQueued, store.ChanReap, store.ChanStop)
 	c.onStop(func(context.Context) error { listener.Close(); return nil })
 	sched, err := scheduler.New(scheduler.Config{
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger, Interval: cfg.TickInterval,

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -463,4 +464,67 @@ tasks:
 	// (agent.flush waits for the link), which would add 5 s to the cleanup.
 	require.True(t, agent.stop(t), "the agent stops on SIGTERM")
 	assert.Equal(t, 0, agent.exitCode())
+}
+
+// TestCancelStopsTheProcessGroupWithinASecond: with a 10 s heartbeat
+// interval, a cancel still stops the task within a second: the agent's
+// stop watch hears of it at once and heartbeats for its stop order, and
+// every process of the task's group (the shell and its background
+// child) is gone within 1 s of `vigil runs cancel` returning.
+func TestCancelStopsTheProcessGroupWithinASecond(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "group.pid")
+	spec := writeDAG(t, t.TempDir(), "group-job", fmt.Sprintf(`
+dag_id: group-job
+tasks:
+  - id: sleepers
+    env:
+      PIDFILE: %q
+    command: ["sh", "-c", "sleep 300 & echo $$ > \"$PIDFILE\"; wait"]
+`, pidFile))
+	lite := startLite(t, liteOpts{Agents: 1, Extra: []string{"--heartbeat-interval", "10s", "--agent-lost-threshold", "60s"}})
+	out, code := cli(t, lite, "dags", "apply", spec)
+	require.Equal(t, 0, code, "dags apply: %s", out)
+	run, code := triggerJSON(t, lite, "group-job", false)
+	require.Equal(t, 0, code)
+	pid := readPid(t, pidFile, 30*time.Second)
+	pgid, err := syscall.Getpgid(pid)
+	require.NoError(t, err)
+	require.Equal(t, pid, pgid, "the task's shell leads its own process group")
+	waitFor(t, 10*time.Second, func() bool { return len(groupMembers(pgid)) == 2 }, "the shell and its sleep run")
+
+	out, code = cli(t, lite, "runs", "cancel", strconv.FormatInt(run.ID, 10))
+	require.Equal(t, 0, code, out)
+	cancelled := time.Now()
+	waitFor(t, time.Second, func() bool { return len(groupMembers(pgid)) == 0 },
+		fmt.Sprintf("process group %d gone within 1 s of the cancel (heartbeat interval 10 s)", pgid))
+	t.Logf("process group gone %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
+	assert.Equal(t, "cancelled", runDetail(t, lite, run.ID).State)
+}
+
+// groupMembers lists the live (not zombie) processes of process group
+// pgid, from /proc.
+func groupMembers(pgid int) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndex(s, ") ")
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+2:]) // state, ppid, pgrp, ...
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			pid, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(d, "/proc/"), "/stat"))
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -63,6 +63,14 @@ func (l *Listener) SubscribeFunc(channel string, match func(payload string) bool
 	}
 }
 
+// Subscribers reports how many subscriptions channel has now: a test
+// waits for a long poll to be listening before it notifies.
+func (l *Listener) Subscribers(channel string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.subs[channel])
+}
+
 // Close stops the listener and waits for its goroutine.
 func (l *Listener) Close() {
 	l.cancel()

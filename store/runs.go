@@ -20,6 +20,10 @@ const (
 	ChanScheduler = "vigil_scheduler"
 	// ChanQueued wakes claim long-polls: TIs were queued.
 	ChanQueued = "vigil_queued"
+	// ChanStop wakes an agent's stop watch (POST
+	// /v1/agents/{id}/stops): a TI it runs was cancelled, so its next
+	// heartbeat carries a stop order. The payload is the agent's id.
+	ChanStop = "vigil_stop"
 )
 
 // TriggerRun creates a queued manual run of dagID with one TI per task,
@@ -300,9 +304,11 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reaso
 		         end_date = now(), next_retry_at = NULL, updated_at = now()
 		   WHERE run_id = $1 AND state IN `+m.From()+`
 		  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
+		, e AS (
 		INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-		SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c`,
-		runID, string(reason), message)
+		SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_cancelled', $3 FROM c)
+		SELECT pg_notify($4, a.agent_id::text) FROM (SELECT DISTINCT agent_id FROM c WHERE agent_id IS NOT NULL) a`,
+		runID, string(reason), message, ChanStop)
 	if err != nil {
 		return err
 	}
@@ -324,7 +330,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reaso
 // CancelRun cancels a queued or running run and every non-terminal TI of
 // it with reason (state.ReasonCancelled by an operator, or
 // state.ReasonRunTimeout). Agents running its TIs are told to stop at
-// their next heartbeat. Errors: ErrNotFound; ErrConflict when the run is
+// their next heartbeat, and woken for it at once (ChanStop). Errors: ErrNotFound; ErrConflict when the run is
 // already terminal.
 func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason, message string) (Run, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

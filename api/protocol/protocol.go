@@ -299,3 +299,18 @@ const (
 	// --secrets-key-file (503).
 	CodeSecretsDisabled = "secrets_disabled"
 )
+
+// StopWatchRequest is the body of POST /v1/agents/{id}/stops: a long
+// poll (Wait, at most 30 s) that returns as soon as a TI the agent runs
+// is cancelled, so the stop order reaches it within a moment instead of
+// at its next heartbeat.
+type StopWatchRequest struct {
+	Wait Duration `json:"wait"`
+}
+
+// StopWatchResponse ends a stop watch. Stop true: heartbeat now, its
+// reply carries the stop orders. False: the wait ended with nothing to
+// stop; watch again.
+type StopWatchResponse struct {
+	Stop bool `json:"stop"`
+}
