@@ -266,3 +266,44 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// GET /v1/agents is paged: newest first, limit per page, next_cursor to
+// the next page and null on the last; an over-large limit is a 400
+// naming it.
+func TestAgentsListIsPaged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noScheduler: true})
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, h.register(fmt.Sprintf("paged-%d", i), nil, 1))
+	}
+	var got []int64
+	path := "/v1/agents?limit=2"
+	pages := 0
+	for {
+		var page protocol.AgentList
+		code, e := h.call("GET", path, opToken, nil, &page)
+		require.Equal(t, http.StatusOK, code, e.Message)
+		pages++
+		assert.LessOrEqual(t, len(page.Agents), 2)
+		for _, a := range page.Agents {
+			got = append(got, a.ID)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		path = fmt.Sprintf("/v1/agents?limit=2&before=%d", *page.NextCursor)
+	}
+	assert.Equal(t, 3, pages)
+	assert.Equal(t, []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}, got, "every agent once, newest first")
+
+	var first protocol.AgentList
+	code, _ := h.call("GET", "/v1/agents", opToken, nil, &first)
+	require.Equal(t, http.StatusOK, code)
+	assert.Len(t, first.Agents, 5, "the default page holds them all")
+	assert.Nil(t, first.NextCursor)
+
+	code, e := h.call("GET", fmt.Sprintf("/v1/agents?limit=%d", protocol.AgentsPageMax+1), opToken, nil, nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, `query parameter limit: "501" must be an integer in 1..500`, e.Message)
+}

@@ -17,17 +17,32 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
+// listAgents serves one page of agents, newest first (protocol.AgentList):
+// the console polls it, so a page is bounded however many agents there are.
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
-	list, err := s.cfg.Store.ListAgents(r.Context())
+	before, ok := queryInt(w, r, "before", math.MaxInt64)
+	if !ok {
+		return
+	}
+	limit, ok := queryLimit(w, r, "limit", protocol.AgentsPageDefault, protocol.AgentsPageMax)
+	if !ok {
+		return
+	}
+	list, err := s.cfg.Store.ListAgents(r.Context(), before, limit+1)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	agents := toAgents(list)
-	if agents == nil {
-		agents = []protocol.Agent{}
+	out := protocol.AgentList{Agents: []protocol.Agent{}}
+	if len(list) > limit {
+		list = list[:limit]
+		next := list[limit-1].ID
+		out.NextCursor = &next
 	}
-	writeJSON(w, http.StatusOK, protocol.AgentList{Agents: agents})
+	if agents := toAgents(list); agents != nil {
+		out.Agents = agents
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listDAGs(w http.ResponseWriter, r *http.Request) {

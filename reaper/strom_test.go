@@ -44,7 +44,7 @@ func TestSilentAgentsAreMarkedInactiveAndReactivated(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "active", e.agentState(silent), "its next heartbeat reactivates it")
 
-	agents, err := e.store.ListAgents(e.ctx)
+	agents, err := e.store.ListAgents(e.ctx, 0, 1000)
 	require.NoError(t, err)
 	assert.Len(t, agents, 2)
 }

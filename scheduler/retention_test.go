@@ -72,7 +72,7 @@ func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 		[]int64{ids["old-success"], ids["old-failed"]}).Scan(&events, &kept))
 	assert.Zero(t, events, "their events went in the same statement (events have no foreign key, adr/0022)")
 	assert.Positive(t, kept, "the other runs' events stay")
-	list, err := st.ListAgents(ctx)
+	list, err := st.ListAgents(ctx, 0, 1000)
 	require.NoError(t, err)
 	assert.Len(t, list, 2)
 	assert.Equal(t, 3.0, testutil.ToFloat64(s.cfg.Metrics.Decisions.WithLabelValues("retention_pruned")))

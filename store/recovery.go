@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -183,13 +184,17 @@ func (s *Store) MarkAgentsInactive(ctx context.Context, epoch int64, cs []StaleA
 	return landed, nil
 }
 
-// ListAgents returns every agent with its running count, newest first
-// (vigil agents list).
-func (s *Store) ListAgents(ctx context.Context) ([]Agent, error) {
+// ListAgents returns up to limit agents with their running counts, newest
+// first, those with an id below before (0: from the newest): one page of
+// GET /v1/agents, read backwards along the primary key.
+func (s *Store) ListAgents(ctx context.Context, before int64, limit int) ([]Agent, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT a.id, a.name, a.tags, a.capacity, a.state, a.registered_at, a.last_heartbeat_at,
 		       (SELECT count(*) FROM task_instances t WHERE t.agent_id = a.id AND t.state = 'running')
-		  FROM agents a ORDER BY a.id DESC`)
+		  FROM agents a WHERE a.id < $1 ORDER BY a.id DESC LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}

@@ -266,9 +266,22 @@ type Agent struct {
 }
 
 // AgentList is GET /v1/agents.
+//
+// One page of agents, newest registration (highest id) first: at most
+// limit of them (default AgentsPageDefault, at most AgentsPageMax), with
+// id below the request's before. NextCursor is the before of the next
+// page, null on the last one.
 type AgentList struct {
-	Agents []Agent `json:"agents"`
+	Agents     []Agent `json:"agents"`
+	NextCursor *int64  `json:"next_cursor"`
 }
+
+// Page sizes of GET /v1/agents: a page is bounded however many agents
+// (and tags) there are (docs/security.md).
+const (
+	AgentsPageDefault = 100
+	AgentsPageMax     = 500
+)
 
 // PauseDAGResponse is the reply to pause and unpause: the DAG's state
 // now, and whether the call changed it.

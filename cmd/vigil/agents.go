@@ -26,12 +26,20 @@ func newAgentsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var list protocol.AgentList
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/agents", nil, &list); err != nil {
-				return err
-			}
-			if list.Agents == nil {
-				list.Agents = []protocol.Agent{}
+			// Every page, newest first: each request is bounded, the list
+			// is whole.
+			list := protocol.AgentList{Agents: []protocol.Agent{}}
+			path := fmt.Sprintf("/v1/agents?limit=%d", protocol.AgentsPageMax)
+			for {
+				var page protocol.AgentList
+				if err := c.Do(cmd.Context(), http.MethodGet, path, nil, &page); err != nil {
+					return err
+				}
+				list.Agents = append(list.Agents, page.Agents...)
+				if page.NextCursor == nil {
+					break
+				}
+				path = fmt.Sprintf("/v1/agents?limit=%d&before=%d", protocol.AgentsPageMax, *page.NextCursor)
 			}
 			return o.render(cmd.OutOrStdout(), view{
 				api: list,

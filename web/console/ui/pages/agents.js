@@ -5,8 +5,12 @@ import { badge, esc, fmtDur } from "../util.js";
 
 export async function agentsPage(ctx) {
   ctx.main.innerHTML = `<h1>Agents</h1><div class="card"><table id="agents"><thead><tr><th>Agent</th><th>State</th><th>Tags</th>
-    <th>Capacity</th><th>Running</th><th>Last heartbeat</th><th>Running attempts</th></tr></thead><tbody></tbody></table></div>`;
-  let agents = [], running = new Map();
+    <th>Capacity</th><th>Running</th><th>Last heartbeat</th><th>Running attempts</th></tr></thead><tbody></tbody></table>
+    <p id="agents-more" class="muted" hidden></p></div>`;
+  // One bounded page, newest first: the page polls every 2 s, so it never
+  // asks for every agent there is (docs/security.md).
+  const pageSize = 100;
+  let agents = [], more = false, running = new Map();
   const draw = () => {
     const body = document.querySelector("#agents tbody");
     if (!body) return;
@@ -19,9 +23,16 @@ export async function agentsPage(ctx) {
           <td>${a.capacity}</td><td>${a.running}</td><td data-heartbeat-age="${age.toFixed(0)}">${fmtDur(age)} ago</td>
           <td>${atts.map((t) => `<a href="#/runs/${t.run_id}/logs/${encodeURIComponent(t.task_id)}?try=${t.try_number}">run ${t.run_id} ${esc(t.task_id)} try ${t.try_number}</a>`).join("<br>") || "–"}</td></tr>`;
       }).join("");
+    const note = document.querySelector("#agents-more");
+    if (note) {
+      note.hidden = !more;
+      note.textContent = more ? `Showing the ${pageSize} most recently registered agents; vigil agents list shows them all.` : "";
+    }
   };
   ctx.every(2000, async () => {
-    agents = (await api("GET", "/v1/agents")).agents;
+    const page = await api("GET", `/v1/agents?limit=${pageSize}`);
+    agents = page.agents;
+    more = page.next_cursor != null;
     const runs = (await api("GET", "/v1/runs?state=running&limit=50")).runs;
     const details = await Promise.all(runs.map((r) => api("GET", `/v1/runs/${r.id}`).catch(() => null)));
     running = new Map();
