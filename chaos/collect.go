@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,7 +99,7 @@ func installFenceHistory(ctx context.Context, url string) error {
 	return nil
 }
 
-// droppedRe reads the dropped count from a gap marker (agent/outbox.go).
+// droppedRe recognises a gap marker's text (agent/outbox.go).
 var droppedRe = regexp.MustCompile(`\((\d+) dropped\) ---$`)
 
 // collect reads Vigil's rows into h.
@@ -179,7 +178,7 @@ func collect(ctx context.Context, url string, h *History) error {
 
 func collectLogs(ctx context.Context, conn *pgx.Conn, h *History) error {
 	h.Logs = map[string]AttemptLogs{}
-	rows, err := conn.Query(ctx, `SELECT attempt_id::text, stream, ts, line FROM task_logs ORDER BY id`)
+	rows, err := conn.Query(ctx, `SELECT attempt_id::text, stream, ts, line, dropped FROM task_logs ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read logs: %w", err)
 	}
@@ -187,14 +186,16 @@ func collectLogs(ctx context.Context, conn *pgx.Conn, h *History) error {
 	for rows.Next() {
 		var id, stream, line string
 		var ts time.Time
-		if err := rows.Scan(&id, &stream, &ts, &line); err != nil {
+		var dropped int
+		if err := rows.Scan(&id, &stream, &ts, &line, &dropped); err != nil {
 			return err
 		}
 		l := h.Logs[id]
 		if stream == protocol.StreamSystem {
-			if m := droppedRe.FindStringSubmatch(line); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				l.Dropped += n
+			// The marker's own count of this attempt's lost lines
+			// (migration 015); its text gives the agent's, all attempts'.
+			l.Dropped += dropped
+			if droppedRe.MatchString(line) {
 				l.Markers = append(l.Markers, ts)
 			}
 		} else {
