@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -202,3 +203,140 @@ func confParams(conf []byte) (map[string]string, error) {
 
 // errNoRows reports pgx.ErrNoRows.
 func errNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// StaleAgent is an agent still marked active whose last heartbeat is older
+// than the threshold (Strøm phase 1).
+type StaleAgent struct {
+	AgentID         int64
+	Name            string
+	LastHeartbeatAt time.Time
+	Running         int
+	Age             time.Duration
+}
+
+// ListStaleAgents lists up to limit active agents silent since before
+// now − threshold.
+func (s *Store) ListStaleAgents(ctx context.Context, now time.Time, threshold time.Duration, limit int) ([]StaleAgent, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.id, a.name, a.last_heartbeat_at,
+		       (SELECT count(*) FROM task_instances t WHERE t.agent_id = a.id AND t.state = 'running'),
+		       (extract(epoch FROM $1::timestamptz - a.last_heartbeat_at) * 1e6)::bigint
+		  FROM agents a
+		 WHERE a.state = 'active' AND a.last_heartbeat_at < $1::timestamptz - $2 * interval '1 microsecond'
+		 ORDER BY a.last_heartbeat_at LIMIT $3`, now, micros(threshold), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stale agents: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleAgent, error) {
+		var c StaleAgent
+		var age int64
+		err := r.Scan(&c.AgentID, &c.Name, &c.LastHeartbeatAt, &c.Running, &age)
+		c.Age = fromMicros(age)
+		return c, err
+	})
+}
+
+// MarkAgentsInactive flips each listed agent to inactive in one fenced
+// statement, only where it is still active with the listed heartbeat (a
+// heartbeat or claim that landed since wins); its next heartbeat or claim
+// reactivates it. It returns the agents that changed.
+func (s *Store) MarkAgentsInactive(ctx context.Context, epoch int64, cs []StaleAgent) ([]StaleAgent, error) {
+	ids, stamps := make([]int64, len(cs)), make([]time.Time, len(cs))
+	byID := make(map[int64]StaleAgent, len(cs))
+	for i, c := range cs {
+		ids[i], stamps[i], byID[c.AgentID] = c.AgentID, c.LastHeartbeatAt, c
+	}
+	var landed []StaleAgent
+	err := s.LeaderTx(ctx, epoch, func(tx Tx) error {
+		rows, err := tx.Query(ctx, `
+			UPDATE agents a SET state = 'inactive'
+			  FROM unnest($1::bigint[], $2::timestamptz[]) AS i(id, stamp)
+			 WHERE a.id = i.id AND a.state = 'active' AND a.last_heartbeat_at = i.stamp
+			RETURNING a.id`, ids, stamps)
+		if err != nil {
+			return err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, id := range got {
+			landed = append(landed, byID[id])
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark %d agent(s) inactive: %w", len(cs), err)
+	}
+	return landed, nil
+}
+
+// ListAgents returns up to limit agents with their running counts, newest
+// first, those with an id below before (0: from the newest): one page of
+// GET /v1/agents, read backwards along the primary key.
+func (s *Store) ListAgents(ctx context.Context, before int64, limit int) ([]Agent, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.id, a.name, a.tags, a.capacity, a.state, a.registered_at, a.last_heartbeat_at,
+		       (SELECT count(*) FROM task_instances t WHERE t.agent_id = a.id AND t.state = 'running')
+		  FROM agents a WHERE a.id < $1 ORDER BY a.id DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Agent, error) {
+		var a Agent
+		err := r.Scan(&a.ID, &a.Name, &a.Tags, &a.Capacity, &a.State, &a.RegisteredAt, &a.LastHeartbeatAt, &a.Running)
+		return a, err
+	})
+}
+
+// AgentRunning lists every running TI of agentID, as agent-lost-shaped
+// candidates (ephemeral deregistration).
+func (s *Store) AgentRunning(ctx context.Context, agentID int64) ([]StaleRunning, error) {
+	rows, err := s.pool.Query(ctx, runningColumns+`
+		 WHERE state = 'running' AND agent_id = $2 AND attempt_id IS NOT NULL
+		   AND last_heartbeat_at IS NOT NULL ORDER BY id`, time.Now(), agentID)
+	if err != nil {
+		return nil, fmt.Errorf("list running of agent %d: %w", agentID, err)
+	}
+	return collectRunning(rows)
+}
+
+// DeregisterAgent marks an ephemeral agent deregistered and applies the
+// given guarded transitions to its running TIs, in one transaction (KiCI
+// scaler-managed agents: no recovery window). It returns those that landed.
+// Errors: ErrNotFound when the agent does not exist.
+func (s *Store) DeregisterAgent(ctx context.Context, agentID int64, reaps []Reap) ([]Reap, error) {
+	var landed []Reap
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE agents SET state = 'deregistered' WHERE id = $1`, agentID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
+		}
+		landed, err = applyReapsTx(ctx, tx, reaps)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deregister agent %d: %w", agentID, err)
+	}
+	return landed, nil
+}
+
+// MaxLiveAgentTags bounds LiveAgentTags: the tag sets of this many agents
+// at most are read.
+const MaxLiveAgentTags = 10000
+
+// LiveAgentTags returns the tag set of each agent active since
+// now − activeWindow (the agents dispatch-lost counts as able to take
+// work; liveAgentsCTE), at most MaxLiveAgentTags of them: what `dags
+// apply` checks a DAG's task tags against.
+func (s *Store) LiveAgentTags(ctx context.Context, now time.Time, activeWindow time.Duration) ([][]string, error) {
+	rows, err := s.pool.Query(ctx, `WITH `+liveAgentsCTE+` SELECT tags FROM live LIMIT $2`,
+		now, MaxLiveAgentTags, micros(activeWindow))
+	if err != nil {
+		return nil, fmt.Errorf("live agent tags: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[[]string])
+}

@@ -138,3 +138,26 @@ func (l *Listener) listenOnce(ctx context.Context, channels []string) error {
 		l.wake(n.Channel, n.Payload)
 	}
 }
+
+// Wake channels for LISTEN/NOTIFY (docs/design.md §5).
+const (
+	// ChanScheduler wakes the scheduler loop: a TI finished, a run was
+	// triggered or cancelled.
+	ChanScheduler = "vigil_scheduler"
+	// ChanQueued wakes claim long-polls: TIs were queued.
+	ChanQueued = "vigil_queued"
+	// ChanStop wakes an agent's stop watch (POST
+	// /v1/agents/{id}/stops): a TI it runs was cancelled, so its next
+	// heartbeat carries a stop order. The payload is the agent's id.
+	ChanStop = "vigil_stop"
+)
+
+// ChanReap asks the leader for an immediate reaper sweep (vigil reap on a
+// follower replica).
+const ChanReap = "vigil_reap"
+
+// RequestSweep notifies the leader, wherever it runs, to sweep now.
+func (s *Store) RequestSweep(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, 'sweep')`, ChanReap)
+	return err
+}

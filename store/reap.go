@@ -461,38 +461,3 @@ func (s *Store) FinalizeOrphan(ctx context.Context, epoch int64, c OrphanRun, me
 	}
 	return ended, nil
 }
-
-// AgentRunning lists every running TI of agentID, as agent-lost-shaped
-// candidates (ephemeral deregistration).
-func (s *Store) AgentRunning(ctx context.Context, agentID int64) ([]StaleRunning, error) {
-	rows, err := s.pool.Query(ctx, runningColumns+`
-		 WHERE state = 'running' AND agent_id = $2 AND attempt_id IS NOT NULL
-		   AND last_heartbeat_at IS NOT NULL ORDER BY id`, time.Now(), agentID)
-	if err != nil {
-		return nil, fmt.Errorf("list running of agent %d: %w", agentID, err)
-	}
-	return collectRunning(rows)
-}
-
-// DeregisterAgent marks an ephemeral agent deregistered and applies the
-// given guarded transitions to its running TIs, in one transaction (KiCI
-// scaler-managed agents: no recovery window). It returns those that landed.
-// Errors: ErrNotFound when the agent does not exist.
-func (s *Store) DeregisterAgent(ctx context.Context, agentID int64, reaps []Reap) ([]Reap, error) {
-	var landed []Reap
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE agents SET state = 'deregistered' WHERE id = $1`, agentID)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("agent %d: %w", agentID, ErrNotFound)
-		}
-		landed, err = applyReapsTx(ctx, tx, reaps)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("deregister agent %d: %w", agentID, err)
-	}
-	return landed, nil
-}

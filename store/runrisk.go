@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // RunRunning lists the running TIs of one run, by id, in the shape of
@@ -36,21 +34,4 @@ func (s *Store) RunQueued(ctx context.Context, runID int64, now time.Time, activ
 		return nil, fmt.Errorf("queued tis of run %d: %w", runID, err)
 	}
 	return collectQueued(rows)
-}
-
-// MaxLiveAgentTags bounds LiveAgentTags: the tag sets of this many agents
-// at most are read.
-const MaxLiveAgentTags = 10000
-
-// LiveAgentTags returns the tag set of each agent active since
-// now − activeWindow (the agents dispatch-lost counts as able to take
-// work; liveAgentsCTE), at most MaxLiveAgentTags of them: what `dags
-// apply` checks a DAG's task tags against.
-func (s *Store) LiveAgentTags(ctx context.Context, now time.Time, activeWindow time.Duration) ([][]string, error) {
-	rows, err := s.pool.Query(ctx, `WITH `+liveAgentsCTE+` SELECT tags FROM live LIMIT $2`,
-		now, MaxLiveAgentTags, micros(activeWindow))
-	if err != nil {
-		return nil, fmt.Errorf("live agent tags: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[[]string])
 }

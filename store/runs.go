@@ -13,19 +13,6 @@ import (
 	"github.com/vigil-sched/vigil/state"
 )
 
-// Wake channels for LISTEN/NOTIFY (docs/design.md §5).
-const (
-	// ChanScheduler wakes the scheduler loop: a TI finished, a run was
-	// triggered or cancelled.
-	ChanScheduler = "vigil_scheduler"
-	// ChanQueued wakes claim long-polls: TIs were queued.
-	ChanQueued = "vigil_queued"
-	// ChanStop wakes an agent's stop watch (POST
-	// /v1/agents/{id}/stops): a TI it runs was cancelled, so its next
-	// heartbeat carries a stop order. The payload is the agent's id.
-	ChanStop = "vigil_stop"
-)
-
 // TriggerRun creates a queued manual run of dagID with one TI per task,
 // copying the task definitions so later applies do not change this run.
 // Errors: ErrNotFound when the DAG does not exist.
@@ -352,14 +339,4 @@ func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason,
 	}
 	d, err := s.GetRun(ctx, runID)
 	return d.Run, err
-}
-
-// ChanReap asks the leader for an immediate reaper sweep (vigil reap on a
-// follower replica).
-const ChanReap = "vigil_reap"
-
-// RequestSweep notifies the leader, wherever it runs, to sweep now.
-func (s *Store) RequestSweep(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, 'sweep')`, ChanReap)
-	return err
 }
