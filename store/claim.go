@@ -78,19 +78,10 @@ func TagsFit(required, tags []string) bool {
 	return true
 }
 
-// Claim hands agentID up to min(slots, capacity − running) queued TIs whose
-// required tags are a subset of the agent's (required_tags <@ tags), oldest
-// queued first, locked FOR UPDATE SKIP LOCKED so concurrent claims never
-// share a TI. Each moves to running with a fresh attempt_id and try_number+1;
-// claimed_at = last_heartbeat_at = now(): a claim is the first heartbeat,
-// and a claim that takes a TI also refreshes the agent row as one. A
-// claim that takes nothing writes nothing (docs/design.md §4 claim).
-//
-// The candidates are found by tag set (queuedTagSetsSQL): for each
-// distinct required_tags array the agent can take, its oldest entries are
-// locked, then the oldest of those are taken. Entries locked but not
-// taken are released at commit. Errors: ErrNotFound when the agent is
-// unknown or deregistered.
+// Claim hands agentID up to min(slots, capacity − running) queued TIs its
+// tags cover, oldest first (SKIP LOCKED: no two claims share one), each to
+// running with a fresh attempt_id, as its first heartbeat (docs/design.md
+// §4). Errors: ErrNotFound for an unknown or deregistered agent.
 func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedTask, error) {
 	_, tasks, err := s.LookAndClaim(ctx, agentID, slots)
 	return tasks, err
@@ -130,6 +121,10 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 }
 
 // claimSQL is Claim's statement ($1 the agent, $2 the slots asked for).
+// Candidates are found by tag set: for each distinct required_tags array
+// the agent can take, its oldest entries are locked FOR UPDATE SKIP
+// LOCKED, then the oldest of those are taken; entries locked but not
+// taken are released at commit.
 // It reads the agent (a) and locks the candidates (cand) before any
 // write; the agent row and the TIs are written only when cand holds a
 // TI, so an empty claim is read-only. The TIs are written only through

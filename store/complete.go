@@ -45,26 +45,16 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 }
 
 // Complete records an agent's outcome for the current attempt of a TI:
-// success, or failed/execution_timeout → up_for_retry while retry budget
-// remains (retry.Policy), else failed with reason exit_code or
-// execution_timeout. The UPDATE re-checks attempt_id and state, so a
-// reaper or a newer claim that committed first wins.
+// success, or up_for_retry while the retry.Policy has budget, else failed
+// (reason from failureReason). The UPDATE re-checks attempt_id and state,
+// so a reaper or a newer claim that committed first wins.
 //
-// A success for an attempt the agent-lost reaper already gave up on is
-// still accepted while no newer attempt was claimed and the run is live:
-// a completion for the current attempt is never lost (docs/design.md §6;
-// Leoflow #1124).
-//
-// late reports such an accepted late completion, with newState success.
-// A success for a reaped attempt whose TI has since been claimed again
-// changes nothing either, and is recorded the same way (it is not the
-// current attempt, but it must not be dropped silently: docs/reliability.md,
-// invariant 4).
-// Once the run has ended, such a success changes nothing: it is recorded
-// on the TI's attempt history (a late_completion_recorded event; see
-// TaskInstance.Late) and Complete returns the TI's unchanged state with
-// late true the first time, false for a replay of it
-// (adr/0014-late-success-after-run-end.md).
+// A success of an attempt a reaper gave up on is never lost
+// (docs/design.md §6; docs/reliability.md, invariant 4): it is accepted
+// (newState success, late true) while the run is live and no newer
+// attempt was claimed; otherwise it changes nothing and is recorded on the
+// TI's attempt history (TaskInstance.Late; late true the first time, false
+// for a replay; adr/0014-late-success-after-run-end.md).
 //
 // Errors: ErrNotFound (no such TI), ErrForbidden (the attempt belongs to
 // another agent), *StaleAttemptError (not the current attempt).

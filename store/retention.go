@@ -29,14 +29,10 @@ func (s *Store) PruneRuns(ctx context.Context, epoch int64, olderThan time.Durat
 }
 
 // PruneAgents deletes up to batch inactive or deregistered agents silent
-// since before now − olderThan and reports how many went; TIs that named
-// them keep their history with agent_id set to NULL, in the same
-// statement (agent_id has no foreign key: adr/0027). The agents are
-// locked FOR UPDATE with the rule re-evaluated on their latest version, so
-// an agent that a concurrent claim made active is kept, and a claim that
-// comes after the lock finds no agent row and takes nothing; every TI the
-// statement's snapshot cannot see was claimed by such a claim, so none is
-// left naming a deleted agent.
+// since before now − olderThan, and reports how many went; their TIs keep
+// their history with agent_id NULL (adr/0027). The rows are locked and the
+// rule re-checked on their latest version, so an agent a concurrent claim
+// reactivated is kept, and a later claim finds no row and takes nothing.
 func (s *Store) PruneAgents(ctx context.Context, epoch int64, olderThan time.Duration, batch int) (int, error) {
 	n, err := s.leaderExec(ctx, epoch, "prune agents", pruneAgentsSQL, micros(olderThan), batch)
 	if err != nil {
