@@ -307,3 +307,51 @@ func TestAgentsListIsPaged(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, `query parameter limit: "501" must be an integer in 1..500`, e.Message)
 }
+
+// A log read is bounded in bytes as well as lines: 100 lines of 60 KiB
+// come in pages of at most 4 MiB plus one line, each but the last saying
+// more follow, and reading on after each page's last line gives every
+// line once, in order.
+func TestLogReadIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.applyDAG(wideDAG("biglog", 1, ""))
+	agent := h.register("biglogger", nil, 1)
+	runID := h.trigger("biglog")
+	var tasks []protocol.ClaimedTask
+	require.Eventually(t, func() bool { tasks = h.claim(agent, 1, time.Second); return len(tasks) == 1 },
+		10*time.Second, 10*time.Millisecond)
+	const n, size = 100, 60 << 10
+	var lines []protocol.LogLine
+	for i := 1; i <= n; i++ {
+		lines = append(lines, protocol.LogLine{Attempt: tasks[0].Attempt, Seq: int64(i), Stream: protocol.StreamStdout,
+			Time: time.Now(), Line: fmt.Sprintf("%03d", i) + strings.Repeat("x", size-3)})
+	}
+	code, e := h.call("POST", fmt.Sprintf("/v1/agents/%d/logs", agent), agentToken, protocol.LogsRequest{Lines: lines}, nil)
+	require.Equal(t, http.StatusNoContent, code, e.Message)
+
+	var seqs []int64
+	after, pages := int64(0), 0
+	for {
+		var page protocol.LogList
+		code, e := h.call("GET", fmt.Sprintf("/v1/runs/%d/tasks/%s/logs?try=1&after=%d", runID, tasks[0].TaskID, after), opToken, nil, &page)
+		require.Equal(t, http.StatusOK, code, e.Message)
+		pages++
+		bytes := 0
+		for _, l := range page.Lines {
+			bytes += len(l.Line)
+			seqs = append(seqs, l.Seq)
+		}
+		assert.LessOrEqual(t, bytes, 4<<20+size, "page %d", pages)
+		if !page.More {
+			break
+		}
+		require.NotEmpty(t, page.Lines)
+		after = page.Lines[len(page.Lines)-1].Seq
+	}
+	assert.Equal(t, 2, pages, "6 MB in pages of 4 MiB")
+	require.Len(t, seqs, n)
+	for i, s := range seqs {
+		assert.Equal(t, int64(i+1), s)
+	}
+}

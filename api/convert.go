@@ -124,6 +124,7 @@ func toLogList(p store.LogPage) protocol.LogList {
 		TIState:    string(p.TIState),
 		Terminal:   p.Terminal,
 		LogDropped: p.LogDropped,
+		More:       p.More,
 	}
 }
 

@@ -110,22 +110,33 @@ func (s *Store) ReadLogs(ctx context.Context, runID int64, taskID string, try in
 		return out, fmt.Errorf("read logs: %w", err)
 	}
 	out.Terminal = out.TIState.Terminal()
+	// Up to limit lines, of which those that start within MaxLogPageBytes
+	// (the first always): octet_length reads a stored line's size without
+	// detoasting it, so the lines left out are never read or sent.
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, try_number, seq, stream, ts, line, dropped FROM task_logs
-		 WHERE ti_id = $1 AND ($2 = 0 OR try_number = $2) AND (try_number, seq) > ($3, $4)
-		 ORDER BY try_number, seq
-		 LIMIT $5`, tiID, try, after.Try, after.Seq, limit)
+		SELECT id, try_number, seq, stream, ts, line, dropped, page_rows FROM (
+		  SELECT p.*, sum(octet_length(p.line)) OVER w - octet_length(p.line) AS bytes_before,
+		         count(*) OVER () AS page_rows
+		    FROM (SELECT id, try_number, seq, stream, ts, line, dropped FROM task_logs
+		           WHERE ti_id = $1 AND ($2 = 0 OR try_number = $2) AND (try_number, seq) > ($3, $4)
+		           ORDER BY try_number, seq
+		           LIMIT $5) p
+		  WINDOW w AS (ORDER BY p.try_number, p.seq ROWS UNBOUNDED PRECEDING)) q
+		 WHERE bytes_before < $6
+		 ORDER BY try_number, seq`, tiID, try, after.Try, after.Seq, limit, MaxLogPageBytes)
 	if err != nil {
 		return out, fmt.Errorf("read logs: %w", err)
 	}
+	var pageRows int
 	out.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredLogLine, error) {
 		var l StoredLogLine
-		err := r.Scan(&l.ID, &l.TryNumber, &l.Seq, &l.Stream, &l.Time, &l.Line, &l.Dropped)
+		err := r.Scan(&l.ID, &l.TryNumber, &l.Seq, &l.Stream, &l.Time, &l.Line, &l.Dropped, &pageRows)
 		return l, err
 	})
 	if err != nil {
 		return out, fmt.Errorf("read logs: %w", err)
 	}
+	out.More = len(out.Lines) == limit || len(out.Lines) < pageRows
 	return out, nil
 }
 
@@ -145,3 +156,9 @@ func (s *Store) missingTask(ctx context.Context, runID int64, taskID string) err
 
 // MaxLogPage is the most lines one ReadLogs returns.
 const MaxLogPage = 10000
+
+// MaxLogPageBytes bounds the lines of one ReadLogs page: a line that
+// starts past it waits for the next page, so a page holds at most this
+// much plus one line (64 KiB since the API truncates longer ones; the
+// first line is always returned, whatever its size).
+const MaxLogPageBytes = 4 << 20

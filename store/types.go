@@ -130,6 +130,9 @@ type LogPage struct {
 	// LogDropped is the TI's log_dropped: lines of its tries lost
 	// (counted by gap markers); non-zero means the log is incomplete.
 	LogDropped int64
+	// More: the page stopped at its line or byte bound, so more lines may
+	// follow the last one (read on after it).
+	More bool
 }
 
 // DAGSummary is one applied DAG as ListDAGs returns it: its id, number of

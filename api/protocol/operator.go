@@ -177,11 +177,16 @@ type StoredLogLine struct {
 // terminal state, so a follower can stop after draining. LogDropped is the
 // TI's count of lost lines over its tries: non-zero means its log is
 // incomplete, and gap markers (lines with Dropped) show where.
+//
+// A page holds at most 10,000 lines and about 4 MiB of them; More says it
+// stopped at one of those bounds, so the reader should read on after its
+// last line at once rather than wait.
 type LogList struct {
 	Lines      []StoredLogLine `json:"lines"`
 	TIState    string          `json:"ti_state"`
 	Terminal   bool            `json:"terminal"`
 	LogDropped int64           `json:"log_dropped"`
+	More       bool            `json:"more"`
 }
 
 // ReapCandidate is one item a reaper would act on (vigil reap --dry-run),

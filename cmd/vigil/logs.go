@@ -98,7 +98,7 @@ func streamLogs(ctx context.Context, c *client.Client, w io.Writer, runID int64,
 		}
 		dropped = page.LogDropped
 		switch {
-		case len(page.Lines) >= logsPageLimit:
+		case page.More || len(page.Lines) >= logsPageLimit:
 			continue // more are waiting
 		case !follow:
 			return warnIncomplete(w, asJSON, dropped)
