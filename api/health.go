@@ -101,6 +101,10 @@ func (s *Server) monitorHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.Heartbeat(ctx); err != nil {
 		rep.Status, rep.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
+		if rep.Database != "ok" { // the heartbeat's error carries the driver's text: for the log
+			s.log.Warn("monitor/health: scheduler heartbeat", "request_id", requestID(r), "err", err)
+			rep.Error = "database unreachable; the server log has the detail under request id " + requestID(r)
+		}
 	}
 	if rep.Leader != nil && rep.Leader.FenceBlocked {
 		rep.LeaderFenceBlocked = true

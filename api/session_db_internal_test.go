@@ -44,3 +44,18 @@ func TestSessionSignatureBeforeDatabase(t *testing.T) {
 	require.NotNil(t, aerr)
 	assert.Equal(t, http.StatusServiceUnavailable, aerr.status, "a good signature goes on to the database: %s", aerr.msg)
 }
+
+// With the database gone, /readyz says so without the driver's text (for
+// the log, under the request id the reply names).
+func TestReadyzDatabaseErrorIsGeneric(t *testing.T) {
+	st, err := store.Open(context.Background(), storetest.DB(t))
+	require.NoError(t, err)
+	st.Close()
+	s := &Server{cfg: Config{Store: st}, log: slog.New(slog.DiscardHandler)}
+	r := httptest.NewRequest("GET", "/readyz", nil)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, "req-1"))
+	rec := httptest.NewRecorder()
+	s.readyz(rec, r)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.JSONEq(t, `{"status":"not ready","error":"database unreachable; the server log has the detail under request id req-1"}`, rec.Body.String())
+}
