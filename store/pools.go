@@ -80,6 +80,12 @@ func openPools(ctx context.Context, databaseURL string, p Pools, explicit bool) 
 	if explicit || int(cfg.MaxConns) < p.MaxConns {
 		cfg.MaxConns = int32(p.MaxConns)
 	}
+	// A name starting with "vigil" tells the ti_left_active trigger
+	// (migrations 017, 019) that the write is Vigil's own, which dirties
+	// its run itself.
+	if rp := cfg.ConnConfig.RuntimeParams; rp["application_name"] == "" {
+		rp["application_name"] = mainAppName
+	}
 	hbCfg := cfg.Copy()
 	hbCfg.MaxConns = int32(p.HeartbeatConns)
 	hbCfg.MinConns = 0
@@ -92,6 +98,10 @@ func openPools(ctx context.Context, databaseURL string, p Pools, explicit bool) 
 	}
 	return main, hb, nil
 }
+
+// mainAppName is the application_name of the main and heartbeat pools'
+// sessions, unless the database URL sets one.
+const mainAppName = "vigil"
 
 // DefaultElectionTTL is the election TTL the leader timeouts are derived
 // from and checked against when Options.ElectionTTL is zero. Lite has no
