@@ -254,7 +254,7 @@ func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {
 	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
 
 	f.mu.Lock()
-	f.stop[task.AttemptID] = state.StopCancelled
+	f.stop[task.AttemptID] = state.StopReaped
 	f.mu.Unlock()
 
 	assert.Eventually(t, func() bool { return proctest.Gone(grandchild) }, 3*time.Second, 20*time.Millisecond)
@@ -267,6 +267,32 @@ func TestStopOrderKillsGroupWithoutCompletion(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Zero(t, f.completeHit[task.AttemptID], "no completion after a stop order")
+}
+
+// A cancel's stop order is the one whose attempt is still reported: its
+// completion, sent once the attempt's whole process group is gone, is
+// when the cancelled TI and its run ended (docs/design.md §4 cancel).
+func TestCancelStopOrderReportsTheEndOnceTheGroupIsGone(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	// The child takes half a second to die after SIGTERM; the shell
+	// leading the group exits at once.
+	task := f.enqueue(0, map[string]string{"PIDFILE": pidfile},
+		sh(`sh -c 'trap "sleep 0.5; exit 0" TERM; while :; do sleep 0.05; done' & echo $! > "$PIDFILE"; wait`)...)
+	grandchild := proctest.PidFromFile(t, pidfile)
+	require.Eventually(t, func() bool { return f.isStarted(task.AttemptID) }, 5*time.Second, 10*time.Millisecond)
+
+	f.mu.Lock()
+	f.stop[task.AttemptID] = state.StopCancelled
+	f.mu.Unlock()
+
+	c := f.waitCompletion(task.AttemptID, 5*time.Second)
+	assert.True(t, proctest.Gone(grandchild), "the completion waited until the attempt's last process ended")
+	assert.Equal(t, state.OutcomeFailed, c.Outcome)
+	assert.Contains(t, c.Error, "SIGTERM")
 }
 
 // completionPending reports whether a completion of attempt id is in

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
 )
 
 // heartbeatLoop sends one heartbeat for all in-flight attempts every
@@ -162,9 +163,11 @@ func ackedAttempts(entries []protocol.HeartbeatEntry, stops []protocol.StopOrder
 
 // stopOrder kills the process group of an attempt the control plane no
 // longer wants (reaped, cancelled, superseded). No completion is sent for
-// it afterwards: the server has moved on (docs/design.md §4). An attempt whose
-// process already exited keeps its completion, and so does one whose
-// process exits 0 on its own before the kill lands; the server judges it.
+// a reaped or superseded one afterwards: the server has moved on
+// (docs/design.md §4). A cancelled one's completion reports when its last
+// process ended, the TI's and run's end time. An attempt whose process
+// already exited keeps its completion, and so does one whose process
+// exits 0 on its own before the kill lands; the server judges it.
 func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
 	a.mu.Lock()
 	att := a.attempts[order.AttemptID]
@@ -177,8 +180,11 @@ func (a *Agent) stopOrder(order protocol.StopOrder, source string) {
 	if !a.kill(att, causeStop, string(order.Reason)) {
 		return
 	}
-	att.log.Warn("stopping attempt on control plane order; no completion will be sent",
-		"reason", order.Reason, "source", source)
+	after := "no completion will be sent"
+	if order.Reason == state.StopCancelled {
+		after = "its end will be reported"
+	}
+	att.log.Warn("stopping attempt on control plane order; "+after, "reason", order.Reason, "source", source)
 	a.systemLine(att, fmt.Sprintf("--- stopped by the control plane (%s): killing process group ---", order.Reason))
 }
 

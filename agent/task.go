@@ -285,10 +285,15 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		waitErr = nil
 	}
 	exitedZero := end != nil && end.Exited() && end.ExitStatus() == 0
-	switch {
-	case stopped && !exitedZero:
+	if stopped && !exitedZero && reason != string(state.StopCancelled) {
 		return result{suppress: true, why: "control plane stop order: " + reason}
-	case stopped:
+	}
+	// A cancel's stop order is the exception: its completion tells the
+	// control plane when the attempt's last process ended, which becomes
+	// the cancelled TI's and its run's end time; it changes no state
+	// (docs/design.md §4 cancel).
+	switch {
+	case stopped && exitedZero:
 		// It finished on its own, before the stop order's kill could land
 		// (the agent had not yet seen it exit): its success is reported,
 		// and the control plane judges it (a reaped attempt's success is
@@ -303,7 +308,8 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 		req.Failure = state.FailureAgentShutdown
 		req.Error = fmt.Sprintf("killed: agent shut down and its drain timeout %s expired", a.cfg.DrainTimeout)
 	case end != nil && end.Signaled():
-		// Not a signal of Vigil's: each of those has its cause above.
+		// Not a signal of Vigil's, each of which has its cause above, but
+		// a cancel's.
 		req.Failure, req.Signal = state.FailureSignal, signalName(end.Signal())
 		req.Error = "killed by signal " + req.Signal
 	case end != nil && end.ExitStatus() == 0:

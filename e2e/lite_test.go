@@ -480,7 +480,7 @@ tasks:
   - id: sleepers
     env:
       PIDFILE: %q
-    command: ["sh", "-c", "sleep 300 & echo $$ > \"$PIDFILE\"; wait"]
+    command: ["sh", "-c", "sh -c 'trap \"sleep 0.4; exit 0\" TERM; while :; do sleep 0.05; done' & echo $$ > \"$PIDFILE\"; wait"]
 `, pidFile))
 	lite := startLite(t, liteOpts{Agents: 1, Extra: []string{"--heartbeat-interval", "10s", "--agent-lost-threshold", "60s"}})
 	out, code := cli(t, lite, "dags", "apply", spec)
@@ -491,7 +491,7 @@ tasks:
 	pgid, err := syscall.Getpgid(pid)
 	require.NoError(t, err)
 	require.Equal(t, pid, pgid, "the task's shell leads its own process group")
-	waitFor(t, 10*time.Second, func() bool { return len(groupMembers(pgid)) == 2 }, "the shell and its sleep run")
+	waitFor(t, 10*time.Second, func() bool { return len(groupMembers(pgid)) >= 2 }, "the shell and its child run")
 
 	out, code = cli(t, lite, "runs", "cancel", strconv.FormatInt(run.ID, 10))
 	require.Equal(t, 0, code, out)
@@ -500,6 +500,20 @@ tasks:
 		fmt.Sprintf("process group %d gone within 1 s of the cancel (heartbeat interval 10 s)", pgid))
 	t.Logf("process group gone %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
 	assert.Equal(t, "cancelled", runDetail(t, lite, run.ID).State)
+
+	// The child took 0.4 s to die after SIGTERM: the run ended then, not
+	// at the cancel (docs/design.md §4 cancel).
+	var cancelAt time.Time
+	for _, ev := range runEvents(t, lite, run.ID) {
+		if ev.Kind == "run_cancelled" {
+			cancelAt = ev.Time
+		}
+	}
+	require.False(t, cancelAt.IsZero(), "a run_cancelled event")
+	waitFor(t, 5*time.Second, func() bool {
+		d := runDetail(t, lite, run.ID)
+		return d.EndDate != nil && d.EndDate.Sub(cancelAt) >= 300*time.Millisecond
+	}, "the run's end time is when its last process ended, 0.4 s after the cancel")
 }
 
 // groupMembers lists the live (not zombie) processes of process group

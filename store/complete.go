@@ -127,6 +127,13 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			}
 			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
 		}
+		if a.state == state.TICancelled {
+			if !lockRun {
+				return errNeedRunLock // it moves the run's end time too
+			}
+			newState = a.state
+			return recordStoppedEndTx(ctx, tx, a)
+		}
 		if !lateEligible(a, req.Outcome) {
 			if lateAfterRunEnd(a, req.Outcome) {
 				newState = a.state
@@ -143,6 +150,21 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 		return s.acceptLate(ctx, tx, a, req)
 	})
 	return newState, late, err
+}
+
+// recordStoppedEndTx takes the completion of an attempt its agent stopped
+// on a cancel as the moment its last process ended: the cancelled TI's
+// end time, and its run's when later (docs/design.md §4 cancel). Nothing
+// else changes; a replay moves nothing back. The caller holds the run row
+// lock, then the TI's, the order cancelRunTx takes them in.
+func recordStoppedEndTx(ctx context.Context, tx pgx.Tx, a tiAttempt) error {
+	_, err := tx.Exec(ctx, `
+		WITH t AS (
+		  UPDATE task_instances SET end_date = greatest(end_date, now()), updated_at = now()
+		   WHERE id = $1 AND state = 'cancelled' RETURNING run_id, end_date)
+		UPDATE runs r SET end_date = greatest(r.end_date, t.end_date), updated_at = now()
+		  FROM t WHERE r.id = t.run_id AND r.state = 'cancelled'`, a.tiID)
+	return err
 }
 
 // acceptLate records a success that arrived after a reaper gave up on the
