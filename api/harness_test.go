@@ -88,7 +88,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	if !opts.noSecrets {
 		box, err = secrets.NewBox(testSecretsKey)
 		require.NoError(t, err)
-		require.NoError(t, st.CheckSecretsKey(ctx, box.Verifier, box.CheckVerifier))
+		require.NoError(t, st.CheckSecretsKey(ctx, box.Verifier, box.CheckVerifier, false))
 	}
 	srv, err := api.New(api.Config{
 		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken, ViewerToken: viewerToken,

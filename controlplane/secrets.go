@@ -2,6 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/vigil-sched/vigil/secrets"
@@ -18,14 +21,17 @@ const liteSecretsKey = "secrets.key"
 // SecretsKeyFile is empty, generating it (0600) when absent. A missing,
 // loose, short or unreadable file, or a key that does not open the
 // database's key check, is a *FieldError on SecretsKeyFile naming the
-// file: never a silently empty secret.
+// file: never a silently empty secret. A key Lite generates now may
+// replace the check while the database stores no secret.
 func openSecrets(ctx context.Context, cfg Config, st *store.Store) (*secrets.Box, error) {
-	path, load := cfg.SecretsKeyFile, secrets.LoadKeyFile
+	path, load, fresh := cfg.SecretsKeyFile, secrets.LoadKeyFile, false
 	if path == "" {
 		if cfg.Pro != nil {
 			return nil, nil
 		}
 		path, load = filepath.Join(cfg.DataDir, liteSecretsKey), secrets.EnsureKeyFile
+		_, statErr := os.Stat(path)
+		fresh = errors.Is(statErr, fs.ErrNotExist) // generated now: Lite's new data directory
 	}
 	key, err := load(path)
 	if err != nil {
@@ -35,7 +41,7 @@ func openSecrets(ctx context.Context, cfg Config, st *store.Store) (*secrets.Box
 	if err != nil {
 		return nil, fieldError("SecretsKeyFile", err, "%s", path)
 	}
-	if err := st.CheckSecretsKey(ctx, box.Verifier, box.CheckVerifier); err != nil {
+	if err := st.CheckSecretsKey(ctx, box.Verifier, box.CheckVerifier, fresh); err != nil {
 		return nil, fieldError("SecretsKeyFile", err, "%s", path)
 	}
 	cfg.Logger.Info("secrets key loaded", "file", path)

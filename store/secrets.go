@@ -188,9 +188,13 @@ var ErrSecretsKey = errors.New("the secrets key differs from the one this databa
 // were sealed with: it stores the key check newCheck makes on the first
 // start with a key, and otherwise passes the stored one to open, which
 // returns an error when it does not open. Two replicas starting at once
-// agree on one check. Errors: ErrSecretsKey (wrapping open's error).
-func (s *Store) CheckSecretsKey(ctx context.Context, newCheck func() ([]byte, error), open func([]byte) error) error {
-	fresh, err := newCheck()
+// agree on one check. With fresh (a key the caller just generated: Lite's
+// new data directory on a database it used before) a check that does not
+// open is replaced while no secret is stored, since nothing was sealed
+// with the old key; a stored secret keeps it an error. Errors:
+// ErrSecretsKey (wrapping open's error).
+func (s *Store) CheckSecretsKey(ctx context.Context, newCheck func() ([]byte, error), open func([]byte) error, fresh bool) error {
+	check, err := newCheck()
 	if err != nil {
 		return err
 	}
@@ -202,7 +206,7 @@ func (s *Store) CheckSecretsKey(ctx context.Context, newCheck func() ([]byte, er
 			WITH ins AS (
 			  INSERT INTO secrets_key_check (id, sealed) VALUES (1, $1) ON CONFLICT (id) DO NOTHING RETURNING sealed)
 			SELECT sealed FROM ins UNION ALL SELECT sealed FROM secrets_key_check
-			 LIMIT 1`, fresh).Scan(&stored)
+			 LIMIT 1`, check).Scan(&stored)
 		if !errNoRows(err) {
 			break
 		}
@@ -211,7 +215,32 @@ func (s *Store) CheckSecretsKey(ctx context.Context, newCheck func() ([]byte, er
 		return fmt.Errorf("secrets key check: %w", err)
 	}
 	if err := open(stored); err != nil {
+		if fresh {
+			resealed, rerr := s.resealKeyCheck(ctx, check)
+			if rerr != nil || resealed {
+				return rerr
+			}
+		}
 		return fmt.Errorf("%w: %w", ErrSecretsKey, err)
 	}
 	return nil
+}
+
+// resealKeyCheck replaces the key check with check if no secret is
+// stored, and reports whether it did. The share lock on secrets keeps a
+// secret from being set under the old key meanwhile.
+func (s *Store) resealKeyCheck(ctx context.Context, check []byte) (bool, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE secrets IN SHARE MODE`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE secrets_key_check SET sealed = $1 WHERE id = 1 AND NOT EXISTS (SELECT 1 FROM secrets)`, check)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("secrets key check: %w", err)
+	}
+	return n == 1, nil
 }

@@ -88,16 +88,28 @@ func TestSecretsSetListDelete(t *testing.T) {
 }
 
 // TestCheckSecretsKey: the first start stores the key check; the same
-// key passes later, another key is ErrSecretsKey.
+// key passes later, another key is ErrSecretsKey. A freshly generated key
+// (Lite's new data directory) replaces the check only while no secret is
+// stored; once one is, it is refused like any other.
 func TestCheckSecretsKey(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
-	check := func(b *secrets.Box) error { return e.st.CheckSecretsKey(e.ctx, b.Verifier, b.CheckVerifier) }
-	require.NoError(t, check(testBox(t, 1)))
-	require.NoError(t, check(testBox(t, 1)))
-	err := check(testBox(t, 2))
+	check := func(b *secrets.Box, fresh bool) error {
+		return e.st.CheckSecretsKey(e.ctx, b.Verifier, b.CheckVerifier, fresh)
+	}
+	require.NoError(t, check(testBox(t, 1), false))
+	require.NoError(t, check(testBox(t, 1), false))
+	err := check(testBox(t, 2), false)
 	require.ErrorIs(t, err, store.ErrSecretsKey)
 	assert.True(t, errors.Is(err, secrets.ErrWrongKey))
+
+	require.NoError(t, check(testBox(t, 2), true), "no secret stored: a new key takes the check over")
+	require.ErrorIs(t, check(testBox(t, 1), false), store.ErrSecretsKey, "the old key no longer opens it")
+	box := testBox(t, 2)
+	_, _, err = e.st.SetSecret(e.ctx, "k", 10, func(v int64) ([]byte, error) { return box.Seal("k", v, []byte("value")) })
+	require.NoError(t, err)
+	require.ErrorIs(t, check(testBox(t, 3), true), store.ErrSecretsKey, "a stored secret keeps its key")
+	require.NoError(t, check(testBox(t, 2), false))
 }
 
 // TestClaimSplitsSecretReferences: a claimed TI carries its plain env in
