@@ -38,16 +38,7 @@ func TestProFenceRowLockKeepsADeposedLeaderOut(t *testing.T) {
 	db := connectDB(t, dbURL)
 	marker := filepath.Join(t.TempDir(), "leader-tx-held")
 	_, oldEpoch := startHeldLeader(t, dbURL, etcd, marker, flags)
-	others := []*replica{
-		startReplica(t, "r2", dbURL, etcd, nil, flags...),
-		startReplica(t, "r3", dbURL, etcd, nil, flags...),
-	}
-	for _, r := range others {
-		waitFor(t, readyTimeout, func() bool {
-			h, ok := r.health()
-			return ok && h.Leader != nil && h.Leader.Leader == "r1"
-		}, r.id+" serves and campaigns behind r1")
-	}
+	others := startFollowers(t, dbURL, etcd, flags)
 
 	revokeLease(t, etcd, "r1")
 	var moved, waiting bool

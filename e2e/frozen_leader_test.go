@@ -44,16 +44,7 @@ func TestProFrozenLeaderInsideTransaction(t *testing.T) {
 	flags := []string{"--election-ttl", ttl.String()}
 	marker := filepath.Join(t.TempDir(), "leader-tx-held")
 	r1, oldEpoch := startHeldLeader(t, dbURL, etcd, marker, flags)
-	others := []*replica{
-		startReplica(t, "r2", dbURL, etcd, nil, flags...),
-		startReplica(t, "r3", dbURL, etcd, nil, flags...),
-	}
-	for _, r := range others {
-		waitFor(t, readyTimeout, func() bool {
-			h, ok := r.health()
-			return ok && h.Leader != nil && h.Leader.Leader == "r1"
-		}, r.id+" serves and campaigns behind r1")
-	}
+	others := startFollowers(t, dbURL, etcd, flags)
 	env := []string{"VIGIL_SERVER=" + others[0].url, "VIGIL_TOKEN=" + operatorToken}
 	spec := writeDAG(t, t.TempDir(), "frozen", "dag_id: frozen\ntasks:\n  - id: a\n    command: [\"true\"]\n")
 	require.Equal(t, 0, runVigil(t, env, "dags", "apply", spec).Code)
@@ -83,6 +74,23 @@ func TestProFrozenLeaderInsideTransaction(t *testing.T) {
 	l, n := leaderOf(append(others, r1))
 	assert.Equal(t, 1, n, "exactly one leader")
 	assert.Equal(t, next, l)
+}
+
+// startFollowers starts replicas r2 and r3 with flags and waits until
+// both serve and campaign behind r1.
+func startFollowers(t *testing.T, dbURL string, etcd, flags []string) []*replica {
+	t.Helper()
+	others := []*replica{
+		startReplica(t, "r2", dbURL, etcd, nil, flags...),
+		startReplica(t, "r3", dbURL, etcd, nil, flags...),
+	}
+	for _, r := range others {
+		waitFor(t, readyTimeout, func() bool {
+			h, ok := r.health()
+			return ok && h.Leader != nil && h.Leader.Leader == "r1"
+		}, r.id+" serves and campaigns behind r1")
+	}
+	return others
 }
 
 // startHeldLeader starts replica r1 alone, with the test hook writing
