@@ -43,7 +43,7 @@ func TestExamplesLoad(t *testing.T) {
 			assert.Equal(t, []string{"sh", "-c"}, task.Command[:2], "%s/%s", s.DAGID, task.ID)
 		}
 	}
-	assert.Equal(t, []string{"flaky", "long", "pipeline"}, ids)
+	assert.Equal(t, []string{"export", "flaky", "long", "pipeline"}, ids)
 
 	byID := loadExamples(t)
 	assert.Equal(t,
@@ -59,6 +59,21 @@ func TestExamplesLoad(t *testing.T) {
 	assert.Equal(t, 2, flaky.Retries)
 	assert.Equal(t, Duration(2*time.Second), flaky.RetryDelay)
 	assert.Equal(t, 1, byID["long"].Tasks[0].Retries)
+}
+
+// TestExportExamplePrintsItsConf: the params example (docs/params.md)
+// takes the conf its docs trigger it with, and its task prints what the
+// agent hands it as VIGIL_PARAM_<KEY>.
+func TestExportExamplePrintsItsConf(t *testing.T) {
+	t.Parallel()
+	spec := loadExamples(t)["export"]
+	conf, err := spec.CheckConf(map[string]any{"region": "us", "limit": "500"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"region": "us", "limit": int64(500), "dry_run": false}, conf)
+	r := newExampleRun(t, spec, "1")
+	code, out := r.run(t, "export", 1, "VIGIL_PARAM_REGION=us", "VIGIL_PARAM_LIMIT=500", "VIGIL_PARAM_DRY_RUN=false")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "export: region=us limit=500 ratio=unset dry_run=false")
 }
 
 // requireTools fails the test when a tool the examples use is missing:

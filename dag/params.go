@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -39,6 +40,26 @@ type Param struct {
 	Default any `yaml:"default,omitempty" json:"default,omitempty"`
 }
 
+// UnmarshalJSON reads a Param and gives its default the Go type its
+// declared type has after Parse (an int as int64, a float as float64):
+// JSON numbers decode as float64, and a spec must read back from JSON, the
+// form the API and the store keep, as it was parsed. A default that does
+// not fit its type is left as decoded, for validation to name.
+func (p *Param) UnmarshalJSON(b []byte) error {
+	type plain Param
+	var q plain
+	if err := json.Unmarshal(b, &q); err != nil {
+		return err
+	}
+	*p = Param(q)
+	if p.Default != nil {
+		if c, err := coerceParam(p.Type, p.Default); err == nil {
+			p.Default = c
+		}
+	}
+	return nil
+}
+
 // params checks the params declaration.
 func (v *validator) params(s *Spec) {
 	if len(s.Params) > MaxParams {
@@ -63,9 +84,13 @@ func (v *validator) params(s *Spec) {
 			continue
 		}
 		if p.Default != nil {
-			if _, err := coerceParam(p.Type, p.Default); err != nil {
+			c, err := coerceParam(p.Type, p.Default)
+			if err != nil {
 				v.dagf(field+".default", "%v", err)
+				continue
 			}
+			p.Default = c // one Go type per param type, whatever the source wrote
+			s.Params[k] = p
 		}
 	}
 }

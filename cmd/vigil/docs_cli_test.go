@@ -102,23 +102,10 @@ func docCommands(md string) (cmds [][]string, lines []int) {
 	return cmds, lines
 }
 
-// docYAMLSpecs are the DAG specs the YAML blocks of a Markdown text
-// define, so that a page may show a DAG and then the commands that use it.
-func docYAMLSpecs(md string) []*dag.Spec {
-	var out []*dag.Spec
-	for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(md, -1) {
-		if s, err := dag.Parse([]byte(block[1])); err == nil {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // TestDocsCLIExamplesNameRealDAGs reads every vigil command in the code
 // blocks of docs/*.md and README.md: each is a real command with flags it
-// has, and every DAG and task it names exists in examples/ (or in a DAG
-// spec the same page shows), so a reader who copies it gets a run, not
-// "not found".
+// has, and every DAG and task it names exists in examples/, so a reader
+// who copies it gets a run, not "not found".
 func TestDocsCLIExamplesNameRealDAGs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
 	require.NoError(t, err)
@@ -128,7 +115,7 @@ func TestDocsCLIExamplesNameRealDAGs(t *testing.T) {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
 		md := string(raw)
-		dags := knownDAGs(t, docYAMLSpecs(md)...)
+		dags := knownDAGs(t)
 		cmds, lines := docCommands(md)
 		for i, args := range cmds {
 			seen++
