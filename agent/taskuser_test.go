@@ -18,7 +18,7 @@ import (
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("switching to another user needs root")
+		t.Fatal("switching to another user needs root: run the tests as root, as make test and CI do (README)")
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/vigil-sched/vigil/api"
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/internal/testlog"
 )
 
 // countingBody is a request body of n bytes of an endless JSON string
@@ -212,7 +212,7 @@ func TestAgentTagsAreBounded(t *testing.T) {
 // logged without the token and counted by method.
 func TestSignInThrottledAndFailuresLoggedAndCounted(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	// One attempt an hour after the burst: no refill within the test.
 	limit := api.SignInLimit{Burst: 5, Every: time.Hour}
 	h := newHarness(t, harnessOpts{noScheduler: true, logs: &logs, signIn: limit})
@@ -247,24 +247,6 @@ func TestSignInThrottledAndFailuresLoggedAndCounted(t *testing.T) {
 	assert.Contains(t, out, `"method":"rate_limited"`)
 	assert.NotContains(t, out, guess, "a refused token is never logged")
 	assert.NotContains(t, out, opToken)
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // GET /v1/agents is paged: newest first, limit per page, next_cursor to

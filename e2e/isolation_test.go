@@ -57,7 +57,7 @@ exit $got
 func TestTaskUserReachesNoFileOrDatabaseOfVigil(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("--task-user needs root")
+		t.Fatal("--task-user needs root: run the tests as root, as make test and CI do (README)")
 	}
 	lite := startLite(t, liteOpts{Agents: 1, PrivateCluster: true, Extra: []string{"--task-user", "nobody"}})
 	port := clusterPort(t, lite)

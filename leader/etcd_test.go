@@ -22,6 +22,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/internal/testlog"
 	"github.com/vigil-sched/vigil/leader/etcdtest"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
@@ -36,7 +37,7 @@ type replica struct {
 	id      string
 	e       *Etcd
 	cli     *clientv3.Client
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	m       *metrics.Metrics
 	done    chan error // Run's result
 	stopped chan error // OnStoppedLeading's err, one per term
@@ -68,7 +69,7 @@ func startReplica(t *testing.T, endpoints []string, st *store.Store, id string,
 	r := &replica{
 		id:      id,
 		cli:     etcdtest.NewClient(t, endpoints),
-		logs:    &syncBuffer{},
+		logs:    &testlog.Buffer{},
 		m:       metrics.New(),
 		done:    make(chan error, 1),
 		stopped: make(chan error, 100),

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/internal/testlog"
 	"github.com/vigil-sched/vigil/leader/etcdtest"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
@@ -62,7 +63,7 @@ func holdFence(t *testing.T, url string, epoch int64) (release func()) {
 }
 
 // waitLogCount waits until logs holds want at least n times.
-func waitLogCount(t *testing.T, logs *syncBuffer, want string, n int, timeout time.Duration) {
+func waitLogCount(t *testing.T, logs *testlog.Buffer, want string, n int, timeout time.Duration) {
 	t.Helper()
 	require.Eventually(t, func() bool { return strings.Count(logs.String(), want) >= n },
 		timeout, 10*time.Millisecond, "%d× %q in the log:\n%s", n, want, logs.String())
@@ -96,7 +97,7 @@ func TestStaticRetriesFenceBehindHeldLeaderTx(t *testing.T) {
 	st := openShortLockStore(t, url)
 	release := holdFence(t, url, 0)
 
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	s := NewStatic(st, "lite", slog.New(slog.NewTextHandler(logs, nil)), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

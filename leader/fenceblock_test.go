@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/internal/testlog"
 	"github.com/vigil-sched/vigil/leader/etcdtest"
 	"github.com/vigil-sched/vigil/maintenance"
 	"github.com/vigil-sched/vigil/metrics"
@@ -74,7 +75,7 @@ func TestStaticBlockedByEtcdFenceUntilReset(t *testing.T) {
 	_, err := st.AcquireFenceIn(ctx, store.FenceDomainEtcd, 7, "pro-replica")
 	require.NoError(t, err)
 	m := metrics.New()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	s := NewStatic(st, "lite", slog.New(slog.NewTextHandler(logs, nil)), m)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, Callbacks{OnStartedLeading: fencedWork(st)}) }()
@@ -137,7 +138,7 @@ func TestFenceWatchPassClearsTheBlockWhenTheFenceChanges(t *testing.T) {
 	refused, err := st.FenceState(ctx)
 	require.NoError(t, err)
 	m := metrics.New()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	b := &fenceBlock{store: st, status: &statusBox{}, m: m, log: slog.New(slog.NewTextHandler(logs, nil))}
 	b.set(ctx, &store.FencedError{Refusal: store.FenceRefusedDomain, Domain: store.FenceDomainLite, Revision: 1, Fence: &refused}, false)
 	require.True(t, b.status.get().FenceBlocked)

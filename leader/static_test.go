@@ -1,13 +1,11 @@
 package leader
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/internal/testlog"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
@@ -28,24 +27,6 @@ func openStore(t *testing.T) *store.Store {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // leaderWork writes through the fence every 20 ms until fenced or stopped,
@@ -76,7 +57,7 @@ func TestSecondLiteProcessFencesOutTheFirst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	logs1 := &syncBuffer{}
+	logs1 := &testlog.Buffer{}
 	m1 := metrics.New()
 	first := NewStatic(st, "first", slog.New(slog.NewTextHandler(logs1, nil)), m1)
 	done1 := make(chan error, 1)

@@ -86,7 +86,7 @@ func TestSupervisorKillsTaskTreeWhenAgentDies(t *testing.T) {
 func nobody(t *testing.T) *Identity {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("switching to another user needs root")
+		t.Fatal("switching to another user needs root: run the tests as root, as make test and CI do (README)")
 	}
 	dir, err := os.MkdirTemp("", "vigil-supervise-as-*") // t.TempDir's parent is root's 0700
 	require.NoError(t, err)
