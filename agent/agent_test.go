@@ -323,9 +323,16 @@ func TestStaleCompletionIsDropped(t *testing.T) {
 	f.mu.Unlock()
 	second := f.enqueue(0, nil, "true")
 	f.waitCompletion(second.AttemptID, 5*time.Second)
-	// Once the refused completion is neither in flight nor buffered, it
-	// can never be sent again: only those two places resend.
-	require.Eventually(t, func() bool { return !a.completionPending(first.AttemptID) }, 5*time.Second, 10*time.Millisecond)
+	// Once the attempt has ended and its refused completion is neither in
+	// flight nor buffered, it was sent and can never be sent again: only
+	// those two places send. (Its leaving a.attempts and entering the
+	// in-flight set are one critical section, runAttempt.)
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		_, running := a.attempts[first.AttemptID]
+		a.mu.Unlock()
+		return !running && !a.completionPending(first.AttemptID)
+	}, 5*time.Second, 10*time.Millisecond)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Equal(t, 1, f.completeHit[first.AttemptID], "a 409 stale_attempt is not retried")
