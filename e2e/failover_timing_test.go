@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,11 +76,12 @@ tasks:
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var run protocol.Run
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &run))
+	// Polled over HTTP without a log line per poll, so that a failure's
+	// output shows the processes' logs rather than hundreds of polls.
+	runPath := fmt.Sprintf("/v1/runs/%d", run.ID)
 	getRun := func() protocol.RunDetail {
 		var d protocol.RunDetail
-		resp := runVigil(t, env, "runs", "show", fmt.Sprint(run.ID), "-o", "json")
-		require.Equal(t, 0, resp.Code, resp.Stderr)
-		require.NoError(t, json.Unmarshal([]byte(resp.Stdout), &d))
+		require.NoError(t, tryGetJSONAt(others[0].url, runPath, &d))
 		return d
 	}
 	waitFor(t, 30*time.Second, func() bool {
@@ -104,10 +106,13 @@ tasks:
 	t.Logf("SIGSTOP %s: %s leads after %s (TTL %s)", lead.id, next.id, time.Since(frozen).Round(time.Millisecond), ttl)
 
 	var d protocol.RunDetail
-	waitFor(t, 60*time.Second, func() bool {
-		d = getRun()
-		return d.State == "success" || d.State == "failed" || d.State == "cancelled"
-	}, "the run ends")
+	deadline := time.Now().Add(60 * time.Second)
+	for d = getRun(); d.State != "success" && d.State != "failed" && d.State != "cancelled"; d = getRun() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run has not ended 60s after the freeze (%s leads):\n%s", next.id, describeRun(t, others[0].url, d))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	stoppedFor := time.Since(frozen)
 	t.Logf("the run ended %s after the freeze; %s is still stopped", stoppedFor.Round(time.Millisecond), lead.id)
 	assert.Greater(t, stoppedFor, ttl+agentLost, "the new leader's grace ended while the old leader was still frozen")
@@ -124,4 +129,35 @@ tasks:
 		assert.NotEqual(t, lead.url, regs[len(regs)-1], "%s moved to another replica", a.name)
 	}
 	lead.p.signal(syscall.SIGCONT)
+}
+
+// describeRun is a failure message's account of run d as replica base
+// sees it: the run, each TI's state, try, agent and reason, the agents,
+// and the run's events, one line each.
+func describeRun(t *testing.T, base string, d protocol.RunDetail) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %d: %s\n", d.ID, d.State)
+	for _, ti := range d.TaskInstances {
+		agent := "-"
+		if ti.AgentID != nil {
+			agent = fmt.Sprint(*ti.AgentID)
+		}
+		fmt.Fprintf(&b, "  ti %s: %s try %d agent %s reason %q %s\n", ti.TaskID, ti.State, ti.TryNumber, agent, ti.Reason, ti.Message)
+	}
+	var agents protocol.AgentList
+	if err := tryGetJSONAt(base, "/v1/agents", &agents); err != nil {
+		fmt.Fprintf(&b, "agents: %v\n", err)
+	}
+	for _, a := range agents.Agents {
+		fmt.Fprintf(&b, "  agent %d %s: %s, last heartbeat %v\n", a.ID, a.Name, a.State, a.LastHeartbeatAt)
+	}
+	var events protocol.EventList
+	if err := tryGetJSONAt(base, fmt.Sprintf("/v1/runs/%d/events", d.ID), &events); err != nil {
+		fmt.Fprintf(&b, "events: %v\n", err)
+	}
+	for _, e := range events.Events {
+		fmt.Fprintf(&b, "  event %s %s %s\n", e.Time.Format("15:04:05.000"), e.Kind, e.Message)
+	}
+	return b.String()
 }

@@ -607,7 +607,13 @@ var apiClient = &http.Client{Timeout: httpTimeout}
 // tryGetJSON GETs path from lite's API with the operator token and decodes
 // a 200 reply into out.
 func tryGetJSON(lite *liteProc, path string, out any) error {
-	req, err := http.NewRequest(http.MethodGet, lite.URL+path, nil)
+	return tryGetJSONAt(lite.URL, path, out)
+}
+
+// tryGetJSONAt is tryGetJSON against the server at base (a Pro replica's
+// URL). It logs nothing, so a test may poll with it.
+func tryGetJSONAt(base, path string, out any) error {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
 		return err
 	}
