@@ -56,8 +56,8 @@ func (v Verdict) Violations() []Violation {
 	return out
 }
 
-// Check judges h against the seven invariants and the harness's own
-// (InvOneProcess).
+// Check judges h against the seven invariants, the harness's own
+// (InvOneProcess) and the schedule's (InvSlots).
 func Check(h *History) Verdict {
 	var v Verdict
 	v.Results = append(v.Results, checkNoLiveFailed(h))
@@ -74,6 +74,7 @@ func Check(h *History) Verdict {
 	v.Results = append(v.Results, dup)
 	v.ReapedAlive = alive
 	v.Results = append(v.Results, checkProcesses(h))
+	v.Results = append(v.Results, checkSlots(h))
 	return v
 }
 

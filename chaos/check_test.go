@@ -51,8 +51,12 @@ func cleanHistory() *History {
 			{ID: 1, RunID: 1, TaskID: "t", State: "success", AttemptID: "A", Try: 1},
 			{ID: 2, RunID: 1, TaskID: "u", State: "success", AttemptID: "C", Try: 2},
 		},
-		Runs: []RunRow{{ID: 1, DAG: "d", State: "success", Created: at(0), Ended: at(33)}},
-		Logs: map[string]AttemptLogs{"A": {Received: 3}, "C": {Received: 2}},
+		Runs: []RunRow{{ID: 1, DAG: "d", State: "success", Created: at(0), Ended: at(33)},
+			scheduledRun(2, 0, 3.1), scheduledRun(3, 3, 6.2), scheduledRun(4, 6, 9.1)},
+		// Slots every 3s from 0s: those at 0, 3 and 6s were due (at 3, 6
+		// and 9s) by the end of the fault phase at 10s.
+		Schedule: ScheduleRecord{DAG: "s", Start: at(0), Every: 3 * time.Second, DueBy: at(10), Paused: at(11)},
+		Logs:     map[string]AttemptLogs{"A": {Received: 3}, "C": {Received: 2}},
 		Fence: []FenceChange{
 			{Epoch: 100, Holder: "r1", Committed: at(0)},
 			{Epoch: 200, Holder: "r2", Committed: at(32.5)},
@@ -74,10 +78,17 @@ func cleanHistory() *History {
 			{TxID: 1, Epoch: 100, Table: "schedules", Committed: at(20)},
 			{TxID: 2, Epoch: 200, Table: "task_instances", Committed: at(34)},
 		},
-		RunBound:  map[string]time.Duration{"d": 10 * time.Second},
+		RunBound:  map[string]time.Duration{"d": 10 * time.Second, "s": 3 * time.Second},
 		Processes: cleanProcesses(),
 		End:       at(40),
 	}
+}
+
+// scheduledRun is run id of DAG "s" for the slot at logical (seconds),
+// created at created and ended a second later.
+func scheduledRun(id int64, logical, created float64) RunRow {
+	return RunRow{ID: id, DAG: "s", State: "success", Type: runTypeScheduled, LogicalDate: at(logical),
+		Created: at(created), Ended: at(created + 1)}
 }
 
 func violationsOf(v Verdict, inv string) []Violation {
@@ -161,8 +172,13 @@ func TestInvariantsReportViolations(t *testing.T) {
 				h.Leaders = append(h.Leaders, LeaderSample{At: at(s), Etcd: "r2", EtcdOK: true, Claiming: []string{"r1", "r2"}})
 			}
 		}},
-		{InvNoDuplicate, func(h *History) { h.Events = h.Events[:1] }},       // C started while B ran, B never reaped
-		{InvNoDuplicate, func(h *History) { h.Executions[1].Gone = at(30) }}, // B outlived its agent's recovery
+		{InvSlots, func(h *History) { h.Runs = append(h.Runs, scheduledRun(5, 3, 6.4)) }}, // a second run for the slot at 3s
+		{InvSlots, func(h *History) { h.Runs = slices.Delete(h.Runs, 2, 3) }},             // the slot at 3s missing before a later one
+		{InvSlots, func(h *History) { h.Runs = h.Runs[:3] }},                              // the slot at 6s, due at 9s, missing by 10s
+		{InvSlots, func(h *History) { h.Runs[3].LogicalDate = at(4) }},                    // off the grid
+		{InvSlots, func(h *History) { h.Runs[1].Created = at(2.5) }},                      // created before its slot was due
+		{InvNoDuplicate, func(h *History) { h.Events = h.Events[:1] }},                    // C started while B ran, B never reaped
+		{InvNoDuplicate, func(h *History) { h.Executions[1].Gone = at(30) }},              // B outlived its agent's recovery
 	} {
 		h := cleanHistory()
 		c.mutate(h)
@@ -363,4 +379,37 @@ func TestARequeuedAttemptSpawnedLateIsReapedAlive(t *testing.T) {
 	h = late()
 	h.Events[1].Committed = at(13) // reaped only after C had started: C ran beside a live attempt
 	assert.NotEmpty(t, violationsOf(Check(h), InvNoDuplicate))
+}
+
+// Invariant 9 alone, case by case: what each broken schedule is called.
+func TestSlotsAreExactlyOnePerSlot(t *testing.T) {
+	h := cleanHistory()
+	res := checkSlots(h)
+	assert.Empty(t, res.Violations)
+	assert.Equal(t, 3, res.Checked, "the slots at 0, 3 and 6s")
+	h.Runs = append(h.Runs, scheduledRun(5, 9, 12.1)) // created after DueBy, before the pause: judged too
+	assert.Equal(t, 4, checkSlots(h).Checked)
+
+	h = cleanHistory()
+	h.Runs = append(h.Runs, scheduledRun(5, 3, 6.4))
+	got := checkSlots(h).Violations
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Detail, "2 scheduled runs of s for one slot (runs 3 and 5)")
+
+	h = cleanHistory()
+	h.Runs = slices.Delete(h.Runs, 2, 3)
+	got = checkSlots(h).Violations
+	require.Len(t, got, 1)
+	assert.Equal(t, "slot "+at(3).Format(time.RFC3339), got[0].Subject)
+	assert.Contains(t, got[0].Detail, "though the later slot")
+
+	h = cleanHistory()
+	h.Runs = h.Runs[:3]
+	got = checkSlots(h).Violations
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Detail, "by the end of the fault phase")
+
+	h = cleanHistory()
+	h.Schedule = ScheduleRecord{}
+	assert.Zero(t, checkSlots(h).Checked, "no schedule, nothing judged")
 }

@@ -132,13 +132,16 @@ func collect(ctx context.Context, url string, h *History) error {
 	if err != nil {
 		return fmt.Errorf("read task instances: %w", err)
 	}
-	rows, _ = conn.Query(ctx, `SELECT id, dag_id, state, queued_at, end_date FROM runs ORDER BY id`)
+	rows, _ = conn.Query(ctx, `SELECT id, dag_id, state, queued_at, end_date, run_type, logical_date FROM runs ORDER BY id`)
 	h.Runs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (RunRow, error) {
 		var run RunRow
-		var end *time.Time
-		err := r.Scan(&run.ID, &run.DAG, &run.State, &run.Created, &end)
+		var end, logical *time.Time
+		err := r.Scan(&run.ID, &run.DAG, &run.State, &run.Created, &end, &run.Type, &logical)
 		if end != nil {
 			run.Ended = *end
+		}
+		if logical != nil {
+			run.LogicalDate = *logical
 		}
 		return run, err
 	})

@@ -41,6 +41,9 @@ type History struct {
 	// it led (its stall detector: the database was unreachable or the
 	// process paused), which make stuck work eligible later by design.
 	Graces []GraceRestart
+	// Schedule is the workload's scheduled DAG and the window its slots
+	// are judged in (invariant 9).
+	Schedule ScheduleRecord
 	// RunBound is the worst fault-free duration of each DAG's run.
 	RunBound map[string]time.Duration
 	// Timeouts is the execution_timeout of each workload task, by task id.
@@ -212,6 +215,10 @@ type RunRow struct {
 	State   string
 	Created time.Time
 	Ended   time.Time // zero while not terminal
+	// Type is its run_type (manual, scheduled, backfill); LogicalDate its
+	// slot, zero for a manual run.
+	Type        string
+	LogicalDate time.Time
 }
 
 // AttemptLogs is what Vigil stored of one attempt's log.

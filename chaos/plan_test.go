@@ -1,12 +1,15 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/dag"
 )
 
 func TestPlanIsDeterministicAndKeepsLanesApart(t *testing.T) {
@@ -65,6 +68,14 @@ func TestWorkloadBoundsAndSpecs(t *testing.T) {
 		spec := d.spec("/x/task.sh", "/x/journal.log")
 		assert.True(t, strings.HasPrefix(spec, "dag_id: chaos-"+d.id+"\n"), spec)
 	}
+	sched := scheduledDAG
+	sched.start = time.Date(2026, 11, 27, 15, 0, 2, 0, time.UTC)
+	for _, d := range append(slices.Clone(workloadDAGs), sched) {
+		_, err := dag.Parse([]byte(d.spec("/x/task.sh", "/x/journal.log")))
+		require.NoError(t, err, "the DAG parser takes %s", d.id)
+	}
+	assert.Contains(t, sched.spec("/x/task.sh", "/x/journal.log"),
+		"dag_id: chaos-tick\nschedule: \"@every 3s\"\nstart_date: 2026-11-27T15:00:02Z\ncatchup: true\nmax_active_runs: 32\ntasks:\n")
 	// chain: c1 8s+1s, c2 fails first (2×3s + 1s), c3 1.2s+1s.
 	assert.Equal(t, 9*time.Second+7*time.Second+2200*time.Millisecond, workloadDAGs[1].bound())
 }

@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 	h := &History{Seed: cfg.Seed, Timing: cfg.Timing, Timeouts: workloadTimeouts()}
-	if h.RunBound, err = c.applyWorkload(ctx, script, j.path); err != nil {
+	if err = c.applyWorkload(ctx, script, j.path, h); err != nil {
 		return nil, err
 	}
 	bg, stopBG := context.WithCancel(ctx)
@@ -60,6 +60,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	time.Sleep(3 * time.Second) // a first wave of runs is live before the first fault
 	plan := c.faultPhase(ctx, cfg, h, logf)
 	stopTrig()
+	c.closeSchedule(ctx, h)
+	logf("chaos: schedule paused at %s; %d slots were due by the end of the fault phase",
+		h.Schedule.Paused.Format("15:04:05.000"), int(h.Schedule.DueBy.Sub(h.Schedule.Start)/h.Schedule.Every))
 	c.settle(ctx, cfg, h)
 	stopBG()
 	wg.Wait()
@@ -101,7 +104,7 @@ func (c *cluster) settle(ctx context.Context, cfg Config, h *History) {
 	}
 	deadline := time.Now().Add(cfg.Timing.AgentLost + cfg.Timing.Sweep + 5*time.Second + longest + 5*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if n, err := liveRuns(ctx, c.directURL()); err == nil && n == 0 {
+		if n, err := liveRuns(ctx, c.directURL(), ""); err == nil && n == 0 {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,10 +27,13 @@ type wtask struct {
 
 func (t wtask) duration() time.Duration { return time.Duration(t.lines) * t.step }
 
-// wdag is one workload DAG.
+// wdag is one workload DAG; every > 0 makes it scheduled ("@every
+// every" from start, catchup on).
 type wdag struct {
 	id    string
 	tasks []wtask
+	every time.Duration
+	start time.Time
 }
 
 // Every task may retry 3 times, 1 s apart, so that work failed with its
@@ -62,10 +66,27 @@ var workloadDAGs = []wdag{
 	}},
 }
 
+// scheduledDAG runs on its own, a slot every few seconds through every
+// fault, with catchup on so that no slot a failover delays is skipped:
+// invariant 9 judges its runs, the others its executions. Its cap of
+// active runs is far above what a short outage piles up, so catch-up is
+// never held back by it.
+var scheduledDAG = wdag{id: "tick", every: 3 * time.Second, tasks: []wtask{
+	{id: "tick", lines: 2, step: 200 * time.Millisecond},
+}}
+
+// scheduleMaxActive is scheduledDAG's max_active_runs.
+const scheduleMaxActive = 32
+
 // spec renders d as DAG YAML running script with journal.
 func (d wdag) spec(script, journal string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dag_id: chaos-%s\ntasks:\n", d.id)
+	fmt.Fprintf(&b, "dag_id: chaos-%s\n", d.id)
+	if d.every > 0 {
+		fmt.Fprintf(&b, "schedule: \"@every %s\"\nstart_date: %s\ncatchup: true\nmax_active_runs: %d\n",
+			d.every, d.start.UTC().Format(time.RFC3339), scheduleMaxActive)
+	}
+	b.WriteString("tasks:\n")
 	for _, t := range d.tasks {
 		fmt.Fprintf(&b, "  - id: %s\n    retries: %d\n    retry_delay: %s\n", t.id, taskRetries, taskRetryDelay)
 		if len(t.deps) > 0 {
@@ -138,19 +159,68 @@ func workloadTimeouts() map[string]time.Duration {
 	return out
 }
 
-// applyWorkload applies the workload DAGs through any replica.
-func (c *cluster) applyWorkload(ctx context.Context, script, journal string) (map[string]time.Duration, error) {
-	bounds := map[string]time.Duration{}
-	for _, d := range workloadDAGs {
+// applyWorkload applies the workload DAGs through any replica, the
+// scheduled one with its first slot two seconds from now, and records
+// their bounds and the schedule in h.
+func (c *cluster) applyWorkload(ctx context.Context, script, journal string, h *History) error {
+	h.RunBound = map[string]time.Duration{}
+	sched := scheduledDAG
+	sched.start = time.Now().UTC().Truncate(time.Second).Add(2 * time.Second)
+	h.Schedule = ScheduleRecord{DAG: "chaos-" + sched.id, Start: sched.start, Every: sched.every}
+	for _, d := range append(slices.Clone(workloadDAGs), sched) {
 		if err := c.operator(ctx, func(cl *client.Client) error {
 			_, err := cl.ApplyDAG(ctx, d.spec(script, journal))
 			return err
 		}); err != nil {
-			return nil, fmt.Errorf("apply DAG %s: %w", d.id, err)
+			return fmt.Errorf("apply DAG %s: %w", d.id, err)
 		}
-		bounds["chaos-"+d.id] = d.bound()
+		h.RunBound["chaos-"+d.id] = d.bound()
 	}
-	return bounds, nil
+	return nil
+}
+
+// slotWait bounds how long closeSchedule waits for the schedule to catch
+// up after the fault phase: a leader within the fence bound, then a tick,
+// with room for runs held at the cap to finish.
+const slotWait = 60 * time.Second
+
+// closeSchedule records the end of the fault phase as the schedule's
+// DueBy, waits until every slot due by then has its run (at most
+// slotWait: invariant 9 reports what is missing), then pauses the
+// scheduled DAG so the runs stop and the cluster can settle, and records
+// when.
+func (c *cluster) closeSchedule(ctx context.Context, h *History) {
+	s := &h.Schedule
+	s.DueBy = time.Now()
+	due := int(s.DueBy.Sub(s.Start) / s.Every) // slots 0 .. due-1 are due
+	deadline := s.DueBy.Add(slotWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if n, err := scheduledRuns(ctx, c.directURL(), s.DAG, s.slot(due)); err == nil && n >= due {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for time.Now().Before(deadline.Add(slotWait)) && ctx.Err() == nil {
+		if c.operator(ctx, func(cl *client.Client) error {
+			_, err := cl.SetPaused(ctx, s.DAG, true)
+			return err
+		}) == nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s.Paused = time.Now()
+}
+
+// scheduledRuns counts the slots before before that have a scheduled run
+// of dagID.
+func scheduledRuns(ctx context.Context, url, dagID string, before time.Time) (int, error) {
+	var n int
+	err := queryRow(ctx, url, func(conn *pgx.Conn, qctx context.Context) error {
+		return conn.QueryRow(qctx, `SELECT count(DISTINCT logical_date) FROM runs
+			WHERE dag_id = $1 AND run_type = 'scheduled' AND logical_date < $2`, dagID, before).Scan(&n)
+	})
+	return n, err
 }
 
 // operator runs fn against each replica in turn until one answers.
@@ -180,7 +250,7 @@ func (c *cluster) trigger(ctx context.Context, r *rand.Rand, live int) {
 			return
 		case <-t.C:
 		}
-		n, err := liveRuns(ctx, fmt.Sprintf("postgres://vigil@127.0.0.1:%d/vigil?sslmode=disable", db.Port))
+		n, err := liveRuns(ctx, fmt.Sprintf("postgres://vigil@127.0.0.1:%d/vigil?sslmode=disable", db.Port), "manual")
 		if err != nil || n >= live {
 			continue
 		}
@@ -192,15 +262,26 @@ func (c *cluster) trigger(ctx context.Context, r *rand.Rand, live int) {
 	}
 }
 
-func liveRuns(ctx context.Context, url string) (int, error) {
+// liveRuns counts the queued and running runs of runType (all runs when
+// empty): the trigger keeps its manual runs to a number, whatever the
+// schedule adds.
+func liveRuns(ctx context.Context, url, runType string) (int, error) {
+	var n int
+	err := queryRow(ctx, url, func(conn *pgx.Conn, qctx context.Context) error {
+		return conn.QueryRow(qctx, `SELECT count(*) FROM runs
+			WHERE state IN ('queued', 'running') AND ($1 = '' OR run_type = $1)`, runType).Scan(&n)
+	})
+	return n, err
+}
+
+// queryRow runs one query on a new connection to url, within 2 s.
+func queryRow(ctx context.Context, url string, q func(conn *pgx.Conn, qctx context.Context) error) error {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(qctx, url)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer conn.Close(context.Background())
-	var n int
-	err = conn.QueryRow(qctx, `SELECT count(*) FROM runs WHERE state IN ('queued', 'running')`).Scan(&n)
-	return n, err
+	return q(conn, qctx)
 }
