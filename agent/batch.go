@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/outputs"
 )
 
 // completionWindow is how long the first completion of a batch waits for
@@ -16,6 +17,12 @@ import (
 // previous batch is in flight, travel in one request (docs/design.md §4
 // complete; adr/0018).
 const completionWindow = 2 * time.Millisecond
+
+// maxBatchOutputBytes bounds the outputs (keys and values) of one batch,
+// so that a batch of completions that carry outputs stays well within the
+// server's 40 MiB request body even when JSON escapes every byte (six
+// bytes for a control character); a batch always takes its first item.
+const maxBatchOutputBytes = 4 << 20
 
 // batchItem is one completion waiting for a batch; done receives nil once
 // the server answered for it (accepted, stale or rejected: the answer is
@@ -48,8 +55,8 @@ func (a *Agent) sendBatched(ctx context.Context, c conn, pc pendingCompletion) e
 }
 
 // flushCompletions sends the queued completions, one request per link
-// generation and at most protocol.MaxCompletionBatch at a time, until the
-// queue is empty.
+// generation and at most protocol.MaxCompletionBatch (and
+// maxBatchOutputBytes of outputs) at a time, until the queue is empty.
 func (a *Agent) flushCompletions(ctx context.Context) {
 	time.Sleep(completionWindow)
 	for {
@@ -61,9 +68,12 @@ func (a *Agent) flushCompletions(ctx context.Context) {
 		}
 		gen := a.batch[0].conn.gen
 		var take, keep []*batchItem
+		size := 0
 		for _, it := range a.batch {
-			if it.conn.gen == gen && len(take) < protocol.MaxCompletionBatch {
+			n := outputs.Size(it.pc.req.Outputs)
+			if it.conn.gen == gen && len(take) < protocol.MaxCompletionBatch && (len(take) == 0 || size+n <= maxBatchOutputBytes) {
 				take = append(take, it)
+				size += n
 			} else {
 				keep = append(keep, it)
 			}

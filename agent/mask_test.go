@@ -33,7 +33,7 @@ func TestTaskEnvSecrets(t *testing.T) {
 		Attempt: protocol.Attempt{TIID: 5, AttemptID: "a-1"}, RunID: 3, DAGID: "d", TaskID: "x", TryNumber: 1,
 		Env:     map[string]string{"HOST": "db", "PW": "plain"},
 		Secrets: map[string]string{"PW": "from-secret", "VIGIL_RUN_ID": "99"},
-	})
+	}, "")
 	assert.Contains(t, env, "PW=from-secret")
 	assert.NotContains(t, env, "PW=plain")
 	assert.Contains(t, env, "HOST=db")

@@ -24,7 +24,7 @@ import (
 // caller closes it once the process has started, and reads statusR with
 // supervisor.ReadStatus. With a task user u the supervisor starts the
 // task as u in dir.
-func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir string, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
+func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir, output string, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
 	statusR, statusW, err = os.Pipe()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("status pipe for the task supervisor: %w", err)
@@ -37,7 +37,7 @@ func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir string, stdout,
 	args := append(slices.Clip(a.cfg.SupervisorArgs), supervisor.Args(os.Getpid(), a.cfg.KillGrace, as, t.Command)...)
 	cmd = exec.Command(a.cfg.SupervisorPath, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), userEnv, t)
+	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), userEnv, t, output)
 	cmd.ExtraFiles = []*os.File{statusW}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A descendant that keeps the pipes open must not hang Wait.

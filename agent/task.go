@@ -137,7 +137,12 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 		}
 		defer a.removeWorkDir(dir, att.log)
 	}
-	cmd, statusR, statusW, err := a.command(att.task, u, dir, stdout, stderr)
+	output, err := a.outputFile(u)
+	if err != nil {
+		return a.startFailed(ctx, att, err)
+	}
+	defer removeOutputFile(output, att.log)
+	cmd, statusR, statusW, err := a.command(att.task, u, dir, output, stdout, stderr)
 	if err != nil {
 		return a.startFailed(ctx, att, err)
 	}
@@ -196,6 +201,9 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	<-hbDone // the start is reported before the completion
 	res := a.outcome(att, waitErr, end)
 	res.pgid, res.dur = pgid, time.Since(start)
+	if !res.suppress && res.req.Outcome == state.OutcomeSuccess {
+		a.collectOutputs(att, output, &res.req)
+	}
 	return res
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/outputs"
 )
 
 // DefaultTaskEnvAllow is the comma-separated allow-list of the agent's
@@ -45,6 +46,10 @@ const (
 	EnvDataIntervalStart = "VIGIL_DATA_INTERVAL_START"
 	EnvDataIntervalEnd   = "VIGIL_DATA_INTERVAL_END"
 )
+
+// EnvOutput names the file a task may append its outputs to
+// (docs/task-environment.md, "Outputs").
+const EnvOutput = "VIGIL_OUTPUT"
 
 // EnvParamPrefix prefixes a run parameter's key, upper-cased, in the task
 // variable that carries it: conf key dry_run is VIGIL_PARAM_DRY_RUN.
@@ -136,10 +141,12 @@ func envAllowed(allow []string, name string) bool {
 // agent's environment base, then user (HOME, USER and LOGNAME of the task
 // user, sorted by name; nil without one), then the task's env (sorted by
 // name), then its secrets (ClaimedTask.Secrets), then the identity
-// variables. A later entry wins over an earlier one with the same name,
+// variables, its params, its inputs (ClaimedTask.Inputs, each
+// VIGIL_INPUT_*) and VIGIL_OUTPUT, the path output (unset when "").
+// A later entry wins over an earlier one with the same name,
 // and the result holds each name once, so the DAG's env overrides an
 // inherited PATH and nothing overrides VIGIL_RUN_ID.
-func taskEnv(allow, base []string, user map[string]string, t protocol.ClaimedTask) []string {
+func taskEnv(allow, base []string, user map[string]string, t protocol.ClaimedTask, output string) []string {
 	var env []string
 	index := map[string]int{}
 	set := func(k, v string) {
@@ -192,6 +199,14 @@ func taskEnv(allow, base []string, user map[string]string, t protocol.ClaimedTas
 		if validParamKey(k) {
 			set(EnvParamPrefix+strings.ToUpper(k), t.Params[k])
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Inputs)) {
+		if strings.HasPrefix(k, outputs.InputPrefix) && validEnvName(k) { // the server's names; nothing else
+			set(k, t.Inputs[k])
+		}
+	}
+	if output != "" {
+		set(EnvOutput, output)
 	}
 	return env
 }

@@ -56,6 +56,8 @@ func TestTaskSeesOnlyAllowedEnvironment(t *testing.T) { // not parallel: t.Seten
 	for k, v := range want {
 		assert.Equal(t, v, got[k], "variable %s", k)
 	}
+	assert.Contains(t, got[EnvOutput], "/output-", "the attempt's own VIGIL_OUTPUT file")
+	want[EnvOutput] = got[EnvOutput]
 	allow := DefaultTaskEnvAllowList()
 	for k := range got {
 		_, fromTask := want[k]
@@ -77,7 +79,7 @@ func TestTaskEnvAllowConfig(t *testing.T) {
 	env := taskEnv(allow, base, nil, protocol.ClaimedTask{
 		Attempt: protocol.Attempt{TIID: 5, AttemptID: "a-1"}, RunID: 3, DAGID: "d", TaskID: "x", TryNumber: 2,
 		Env: map[string]string{"MY_B": "task", "VIGIL_RUN_ID": "42"},
-	})
+	}, "")
 	assert.Equal(t, []string{"PATH=/bin", "MY_A=1", "MY_B=task", "VIGIL_RUN_ID=3", "VIGIL_DAG_ID=d",
 		"VIGIL_TASK_ID=x", "VIGIL_TRY_NUMBER=2", "VIGIL_ATTEMPT_ID=a-1", "VIGIL_TI_ID=5",
 		"VIGIL_RUN_TYPE=manual", "VIGIL_LOGICAL_DATE=", "VIGIL_DATA_INTERVAL_START=", "VIGIL_DATA_INTERVAL_END="}, env)
@@ -119,13 +121,13 @@ func TestTaskEnvScheduleVariables(t *testing.T) {
 	env := taskEnv(nil, nil, nil, protocol.ClaimedTask{
 		RunType: "scheduled", LogicalDate: &ld, DataIntervalStart: &ld, DataIntervalEnd: &end,
 		Env: map[string]string{"VIGIL_LOGICAL_DATE": "x", "VIGIL_RUN_TYPE": "y"},
-	})
+	}, "")
 	assert.Subset(t, env, []string{"VIGIL_RUN_TYPE=scheduled", "VIGIL_LOGICAL_DATE=2026-01-02T03:00:00Z",
 		"VIGIL_DATA_INTERVAL_START=2026-01-02T03:00:00Z", "VIGIL_DATA_INTERVAL_END=2026-01-03T03:00:00Z"})
 	assert.NotContains(t, env, "VIGIL_LOGICAL_DATE=x")
 	assert.NotContains(t, env, "VIGIL_RUN_TYPE=y")
 
-	manual := taskEnv(nil, nil, nil, protocol.ClaimedTask{RunType: "manual"})
+	manual := taskEnv(nil, nil, nil, protocol.ClaimedTask{RunType: "manual"}, "")
 	assert.Subset(t, manual, []string{"VIGIL_RUN_TYPE=manual", "VIGIL_LOGICAL_DATE=",
 		"VIGIL_DATA_INTERVAL_START=", "VIGIL_DATA_INTERVAL_END="})
 }
@@ -137,11 +139,29 @@ func TestTaskEnvParams(t *testing.T) {
 	env := taskEnv(nil, nil, nil, protocol.ClaimedTask{
 		Params: map[string]string{"dry_run": "true", "n": "7", "Bad": "x", "a-b": "y"},
 		Env:    map[string]string{"VIGIL_PARAM_N": "overridden"},
-	})
+	}, "")
 	assert.Subset(t, env, []string{"VIGIL_PARAM_DRY_RUN=true", "VIGIL_PARAM_N=7"})
 	assert.NotContains(t, env, "VIGIL_PARAM_N=overridden")
 	for _, kv := range env {
 		assert.NotContains(t, kv, "VIGIL_PARAM_BAD")
 		assert.NotContains(t, kv, "VIGIL_PARAM_A-B")
+	}
+}
+
+// TestTaskEnvInputsAndOutput: the claim's inputs reach the task, over a
+// DAG env of the same name, and only under VIGIL_INPUT_; VIGIL_OUTPUT
+// names the attempt's file and nothing overrides it.
+func TestTaskEnvInputsAndOutput(t *testing.T) {
+	t.Parallel()
+	env := taskEnv(nil, nil, nil, protocol.ClaimedTask{
+		Inputs: map[string]string{"VIGIL_INPUT_A_PATH": "/x", "VIGIL_RUN_ID": "99", "VIGIL_INPUT_BAD NAME": "y"},
+		Env:    map[string]string{"VIGIL_INPUT_A_PATH": "overridden", "VIGIL_OUTPUT": "/etc/passwd"},
+		RunID:  5,
+	}, "/tmp/out-1")
+	assert.Subset(t, env, []string{"VIGIL_INPUT_A_PATH=/x", "VIGIL_OUTPUT=/tmp/out-1", "VIGIL_RUN_ID=5"})
+	for _, kv := range env {
+		assert.NotContains(t, kv, "overridden")
+		assert.NotContains(t, kv, "BAD NAME")
+		assert.NotEqual(t, "VIGIL_OUTPUT=/etc/passwd", kv)
 	}
 }

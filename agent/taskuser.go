@@ -134,17 +134,11 @@ func (a *Agent) workDir(u *taskUser) (string, error) {
 	if err := u.reaches(parent); err != nil { // a few stat calls per start, for each user
 		return "", fmt.Errorf("task working directories: %w; set the agent's TMPDIR to a directory every task user can enter, such as /tmp", err)
 	}
-	if a.workBase == "" {
-		base, err := os.MkdirTemp("", "vigil-agent-tasks-")
-		if err != nil {
-			return "", fmt.Errorf("task working directories: %w", err)
-		}
-		if err := os.Chmod(base, 0o711); err != nil {
-			return "", fmt.Errorf("task working directories: %w", err)
-		}
-		a.workBase = base
+	base, err := a.workBaseLocked()
+	if err != nil {
+		return "", err
 	}
-	dir, err := os.MkdirTemp(a.workBase, "attempt-")
+	dir, err := os.MkdirTemp(base, "attempt-")
 	if err != nil {
 		return "", fmt.Errorf("working directory for user %s: %w", u.name, err)
 	}
@@ -153,6 +147,25 @@ func (a *Agent) workDir(u *taskUser) (string, error) {
 		return "", fmt.Errorf("working directory for user %s: %w", u.name, err)
 	}
 	return dir, nil
+}
+
+// workBaseLocked is the agent's task directory, made at the first call:
+// owned by the agent's user (root with task users), mode 0711, so that a
+// task reaches only the paths below it that it was given. The caller
+// holds workMu.
+func (a *Agent) workBaseLocked() (string, error) {
+	if a.workBase != "" {
+		return a.workBase, nil
+	}
+	base, err := os.MkdirTemp("", "vigil-agent-tasks-")
+	if err != nil {
+		return "", fmt.Errorf("task working directories: %w", err)
+	}
+	if err := os.Chmod(base, 0o711); err != nil {
+		return "", fmt.Errorf("task working directories: %w", err)
+	}
+	a.workBase = base
+	return base, nil
 }
 
 // removeWorkDir removes an attempt's working directory once it has

@@ -240,6 +240,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 						"task_id", t.TaskID, "try_number", t.TryNumber, "attempt_id", t.AttemptID)
 				}
 				out, err := s.resolveSecrets(r.Context(), agentID, toClaimedTasks(tasks), secretRefs(tasks))
+				if err == nil {
+					out, err = s.attachInputs(r.Context(), agentID, out, upstreamOf(tasks))
+				}
 				if err != nil {
 					s.writeStoreError(w, r, err)
 					return

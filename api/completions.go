@@ -25,6 +25,9 @@ func validateCompletion(field string, req protocol.CompleteRequest) (store.Compl
 	if err := validateFailure(req); err != nil {
 		return store.Completion{}, fmt.Errorf("%s%w", field, err)
 	}
+	if err := checkOutputs(&req); err != nil {
+		return store.Completion{}, fmt.Errorf("%s%w", field, err)
+	}
 	return fromComplete(req), nil
 }
 

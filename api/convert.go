@@ -69,7 +69,7 @@ func knownOutcome(o state.Outcome) bool { return slices.Contains(state.Outcomes(
 
 func fromComplete(req protocol.CompleteRequest) store.Completion {
 	return store.Completion{Attempt: fromAttempt(req.Attempt), Outcome: req.Outcome, ExitCode: req.ExitCode, Error: req.Error,
-		Failure: req.Failure, Signal: req.Signal}
+		Failure: req.Failure, Signal: req.Signal, Outputs: req.Outputs}
 }
 
 // secretRefs lists each claimed TI's secret references (variable →

@@ -85,8 +85,8 @@ func TestConversionsCarryEveryField(t *testing.T) {
 
 	assertFilled(t, reflect.ValueOf(toStopOrders(filled[[]store.StopOrder]())[0]))
 	// Secrets are opened by resolveSecrets, not converted: the store
-	// holds only their references.
-	assertFilled(t, reflect.ValueOf(toClaimedTasks(filled[[]store.ClaimedTask]())[0]), "Secrets")
+	// holds only their references. Inputs are read by attachInputs.
+	assertFilled(t, reflect.ValueOf(toClaimedTasks(filled[[]store.ClaimedTask]())[0]), "Secrets", "Inputs")
 	assertFilled(t, reflect.ValueOf(toLogList(filled[store.LogPage]())))
 	assertFilled(t, reflect.ValueOf(toLogList(filled[store.LogPage]()).Lines[0]))
 	assertFilled(t, reflect.ValueOf(toDAGs(filled[[]store.DAGSummary]())[0]), "Spec") // GET /v1/dags lists no specs

@@ -131,13 +131,15 @@ const (
 	ReasonSignal           Reason = "signal"            // a signal Vigil did not send killed it; the message names it
 	ReasonStartFailed      Reason = "start_failed"      // the command could not start (not found, permission)
 	ReasonSecretMissing    Reason = "secret_missing"    // a secret its env names was deleted after the DAG was applied
+	ReasonOutputTooLarge   Reason = "output_too_large"  // it exited 0 but wrote more outputs than a TI may keep (64 KiB)
+	ReasonOutputInvalid    Reason = "output_invalid"    // it exited 0 but its VIGIL_OUTPUT file is not in the outputs format
 )
 
 // Reasons lists every reason.
 func Reasons() []Reason {
 	return []Reason{ReasonAgentLost, ReasonDispatchLost, ReasonOrphaned, ReasonExecutionTimeout,
 		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent,
-		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed, ReasonSecretMissing}
+		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed, ReasonSecretMissing, ReasonOutputTooLarge, ReasonOutputInvalid}
 }
 
 // Actor is who makes a transition; each may make only its own.

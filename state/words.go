@@ -34,6 +34,14 @@ const (
 	// FailureStartFailed: the command could not be started, e.g. not found
 	// or not executable.
 	FailureStartFailed Failure = "start_failed"
+	// FailureOutputTooLarge: the process exited 0, but the outputs it
+	// wrote to its VIGIL_OUTPUT file are over the limit of a TI
+	// (docs/task-environment.md, "Outputs"). The server records it too
+	// for a success whose outputs are over the limit.
+	FailureOutputTooLarge Failure = "output_too_large"
+	// FailureOutputInvalid: the process exited 0, but its VIGIL_OUTPUT
+	// file is not in the outputs format; the error names the line.
+	FailureOutputInvalid Failure = "output_invalid"
 )
 
 // FailureSecretMissing: a secret the task's env names no longer exists.
@@ -43,13 +51,14 @@ const FailureSecretMissing Failure = "secret_missing"
 
 // Failures lists every failure.
 func Failures() []Failure {
-	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed, FailureSecretMissing}
+	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed, FailureOutputTooLarge, FailureOutputInvalid,
+		FailureSecretMissing}
 }
 
 // AgentFailures lists the failures an agent may report in a completion:
 // all but FailureSecretMissing, which only the server records.
 func AgentFailures() []Failure {
-	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed}
+	return []Failure{FailureAgentShutdown, FailureSignal, FailureStartFailed, FailureOutputTooLarge, FailureOutputInvalid}
 }
 
 // StopReason says why an agent must stop an attempt: in register and

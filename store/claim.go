@@ -175,7 +175,8 @@ var claimSQL = `
 		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
 		SELECT a.tags, a.room, EXISTS (SELECT 1 FROM fit), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id,
 		       u.try_number, u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
-		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf, u.run_as_user
+		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf, u.run_as_user,
+		       cardinality(u.upstream) > 0
 		  FROM a LEFT JOIN upd u ON true LEFT JOIN runs r ON r.id = u.run_id`
 
 // splitEnv reads a TI's stored env into t: plain values into Env, secret
@@ -219,8 +220,9 @@ func scanClaimed(rows interface{ Scan(...any) error }, c *Claimability) (*Claime
 	var runType *string
 	var conf []byte
 	var runAs *string
+	var hasUp *bool
 	if err := rows.Scan(&c.Tags, &c.Room, &c.Queued, &id, &attempt, &runID, &dagID, &taskID, &try, &t.Command, &env, &execUS,
-		&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf, &runAs); err != nil {
+		&runType, &t.LogicalDate, &t.IntervalStart, &t.IntervalEnd, &conf, &runAs, &hasUp); err != nil {
 		return nil, err
 	}
 	if id == nil {
@@ -234,6 +236,7 @@ func scanClaimed(rows interface{ Scan(...any) error }, c *Claimability) (*Claime
 	if runAs != nil {
 		t.RunAsUser = *runAs
 	}
+	t.HasUpstream = hasUp != nil && *hasUp
 	var err error
 	if t.Params, err = confParams(conf); err != nil {
 		return nil, fmt.Errorf("run %d: conf: %w", t.RunID, err)

@@ -208,6 +208,10 @@ func failureReason(req Completion) state.Reason {
 		return state.ReasonStartFailed
 	case req.Failure == state.FailureSecretMissing:
 		return state.ReasonSecretMissing
+	case req.Failure == state.FailureOutputTooLarge:
+		return state.ReasonOutputTooLarge
+	case req.Failure == state.FailureOutputInvalid:
+		return state.ReasonOutputInvalid
 	}
 	return state.ReasonExitCode
 }
@@ -228,6 +232,8 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind state.EventKi
 		what = "was killed by signal " + req.Signal
 	case req.Failure == state.FailureStartFailed, req.Failure == state.FailureSecretMissing:
 		what = "could not start: " + req.Error
+	case req.Failure == state.FailureOutputTooLarge, req.Failure == state.FailureOutputInvalid:
+		what = "exited 0 but its outputs were refused: " + req.Error
 	case req.ExitCode != nil:
 		what = fmt.Sprintf("exited with code %d", *req.ExitCode)
 	case req.Error != "":
@@ -245,7 +251,7 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind state.EventKi
 // the scheduler's wake-up. The agent moves a running TI; any other move
 // is a late completion's, and state.Allowed must allow it.
 func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion,
-	to state.TI, reason state.Reason, kind state.EventKind, msg string) error {
+	to state.TI, reason state.Reason, kind state.EventKind, msg string) (err error) {
 	by := state.ActorLateComplete
 	if a.state == state.TIRunning {
 		by = state.ActorAgent
@@ -263,8 +269,15 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 		r := string(reason)
 		nullReason = &r
 	}
+	var outs []byte
+	var outBytes int
+	if to == state.TISuccess {
+		if outs, outBytes, err = outputsArg(req.Outputs); err != nil {
+			return err
+		}
+	}
 	var n int
-	err := tx.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `
 		WITH upd AS (
 		  UPDATE task_instances
 		     SET state = $3, reason = $4, message = $5, exit_code = $6,
@@ -273,6 +286,8 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 		         updated_at = now()
 		   WHERE id = $1 AND attempt_id = $2::uuid AND state = $8
 		  RETURNING id, run_id, task_id, try_number, attempt_id),
+		outs AS (`+upsertOutputsSQL+`
+		  SELECT id, try_number, $11::jsonb, $12 FROM upd WHERE $11::jsonb IS NOT NULL `+onOutputsConflictSQL+`),
 		ev AS (
 		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
 		  SELECT run_id, id, task_id, try_number, attempt_id, $9, $10, $5 FROM upd),
@@ -280,7 +295,7 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 		  INSERT INTO run_dirty (run_id) SELECT run_id FROM upd)
 		SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('`+ChanScheduler+`', '')::text END FROM upd`,
 		a.tiID, req.AttemptID, string(to), nullReason, msg, req.ExitCode, delayUS, string(a.state),
-		a.agentID, string(kind)).Scan(&n, new(*string))
+		a.agentID, string(kind), outs, outBytes).Scan(&n, new(*string))
 	if err != nil {
 		return err
 	}

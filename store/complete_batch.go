@@ -29,8 +29,21 @@ type CompletionResult struct {
 // listed attempts per TI in the heartbeat (store/heartbeat.go). This form
 // is linear under any plan (TestCompletionBatchWorkIsLinear).
 // The lock step runs whole before the update reads a row: the update's
-// one-time filter counts it.
-var completeSuccessSQL = `
+// one-time filter counts it. completeSuccessOutputsSQL is the same
+// statement for a batch that carries outputs ($5, $6: each TI's outputs
+// and their bytes, parallel to $2, NULL for none), stored with the
+// success they belong to (outputs.go); a batch without any keeps the
+// statement it had before outputs existed.
+var completeSuccessSQL = completeSuccess("")
+
+var completeSuccessOutputsSQL = completeSuccess(`
+	outs AS (` + upsertOutputsSQL + `
+	  SELECT u.id, u.try_number, o.outputs, o.bytes
+	    FROM upd u JOIN unnest($2::bigint[], $5::jsonb[], $6::int[]) AS o(id, outputs, bytes) ON o.id = u.id
+	   WHERE o.outputs IS NOT NULL ` + onOutputsConflictSQL + `),`)
+
+func completeSuccess(outs string) string {
+	return `
 	WITH lk AS (
 	  SELECT t.id FROM task_instances t
 	   WHERE t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
@@ -43,7 +56,7 @@ var completeSuccessSQL = `
 	   WHERE (SELECT count(*) FROM lk) >= 0
 	     AND t.id = ANY ($2::bigint[]) AND t.state IN ` + moveBatchSuccess.From() + ` AND t.agent_id = $1
 	     AND t.attempt_id = ($3::uuid[])[array_position($2::bigint[], t.id)]
-	  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.message),
+	  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.message),` + outs + `
 	ev AS (
 	  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
 	  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_success', message FROM upd),
@@ -52,6 +65,7 @@ var completeSuccessSQL = `
 	SELECT coalesce(array_agg(id), '{}'),
 	       CASE WHEN count(*) > 0 THEN pg_notify('` + ChanScheduler + `', '')::text END
 	  FROM upd`
+}
 
 // CompleteBatch records many completions of agentID's attempts
 // (docs/design.md §4 complete). Every success whose attempt is current
@@ -67,15 +81,30 @@ func (s *Store) CompleteBatch(ctx context.Context, agentID int64, reqs []Complet
 	var ids []int64
 	var attempts []string
 	var codes []*int
+	var outs [][]byte
+	var outBytes []int
+	withOutputs := false
 	for _, r := range reqs {
-		if r.Outcome == state.OutcomeSuccess {
-			ids, attempts, codes = append(ids, r.TIID), append(attempts, r.AttemptID), append(codes, r.ExitCode)
+		if r.Outcome != state.OutcomeSuccess {
+			continue
 		}
+		o, n, err := outputsArg(r.Outputs)
+		if err != nil {
+			continue // the single path reports it
+		}
+		withOutputs = withOutputs || o != nil
+		ids, attempts, codes = append(ids, r.TIID), append(attempts, r.AttemptID), append(codes, r.ExitCode)
+		outs, outBytes = append(outs, o), append(outBytes, n)
 	}
 	applied := map[int64]bool{}
 	if len(ids) > 0 {
 		var done []int64
-		err := s.pool.QueryRow(ctx, completeSuccessSQL, agentID, ids, attempts, codes).Scan(&done, new(*string))
+		var err error
+		if withOutputs {
+			err = s.pool.QueryRow(ctx, completeSuccessOutputsSQL, agentID, ids, attempts, codes, outs, outBytes).Scan(&done, new(*string))
+		} else {
+			err = s.pool.QueryRow(ctx, completeSuccessSQL, agentID, ids, attempts, codes).Scan(&done, new(*string))
+		}
 		if err != nil {
 			// Nothing was applied: every item takes the single path, which
 			// reports its own error.

@@ -78,6 +78,9 @@ type ClaimedTask struct {
 	Params map[string]string
 	// RunAsUser is the task's run_as_user; "" when it names none.
 	RunAsUser string
+	// HasUpstream is true when the task has upstream tasks, whose
+	// outputs the claim's caller reads (Store.UpstreamOutputs).
+	HasUpstream bool
 }
 
 // Completion is an agent's report that an attempt ended (Complete).
@@ -91,6 +94,11 @@ type Completion struct {
 	Error    string
 	Failure  state.Failure
 	Signal   string
+	// Outputs are the try's outputs (docs/task-environment.md,
+	// "Outputs"), only with state.OutcomeSuccess; the caller has checked
+	// them against the outputs rules. A success stores them as the TI's,
+	// in the transaction that records it (outputs.go).
+	Outputs map[string]string
 }
 
 // LogLine is one captured line as an agent ships it (AppendLogs). Seq

@@ -148,6 +148,11 @@ type ClaimedTask struct {
 	// runs it so only when its --task-users-allowed lists the name
 	// (docs/task-environment.md). Absent: the agent's --task-user.
 	RunAsUser string `json:"run_as_user,omitempty"`
+	// Inputs are the outputs of the task's direct upstreams, as the
+	// VIGIL_INPUT_<TASK_ID>_<KEY> variables that carry them, by name
+	// (docs/task-environment.md, "Outputs"); at most
+	// outputs.MaxInputBytes of names and values. Absent: none.
+	Inputs map[string]string `json:"inputs,omitempty"`
 }
 
 // ClaimResponse lists the claimed TIs; empty when the long poll timed out.
@@ -193,6 +198,12 @@ type CompleteRequest struct {
 	// Signal is the name of the signal ("SIGKILL") that ended the process,
 	// only with state.FailureSignal.
 	Signal string `json:"signal,omitempty"`
+	// Outputs are what the task wrote to its VIGIL_OUTPUT file, by key,
+	// only with state.OutcomeSuccess (docs/task-environment.md,
+	// "Outputs"). The server checks them as the agent did: a key that
+	// breaks the key rule is a 400; outputs over outputs.MaxBytes fail
+	// the TI with reason output_too_large.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // CompleteResponse reports the TI's state after the completion.

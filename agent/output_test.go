@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/state"
+)
+
+// TestOutputsShipWithTheSuccess: what a task appends to $VIGIL_OUTPUT,
+// both forms, reaches the server with its success; the inputs of the
+// claim reach the task; an output holding a secret's value is not sent,
+// and the log says so without the value; the file is gone afterwards.
+func TestOutputsShipWithTheSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	const secret = "hunter2-secret"
+	f.mu.Lock()
+	f.nextTI++
+	task := protocol.ClaimedTask{
+		Attempt: protocol.Attempt{TIID: f.nextTI, AttemptID: uuid.NewString()},
+		RunID:   7, DAGID: "etl", TaskID: "out", TryNumber: 1,
+		Command: sh(`echo "count=$VIGIL_INPUT_UP_N" >> "$VIGIL_OUTPUT"
+printf 'msg<<EOF\nline 1\nline 2\nEOF\n' >> "$VIGIL_OUTPUT"
+echo "leak=x${PW}x" >> "$VIGIL_OUTPUT"
+echo "$VIGIL_OUTPUT"`),
+		Secrets: map[string]string{"PW": secret},
+		Inputs:  map[string]string{"VIGIL_INPUT_UP_N": "41"},
+	}
+	f.queue = append(f.queue, task)
+	f.mu.Unlock()
+
+	c := f.waitCompletion(task.AttemptID, 10*time.Second)
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
+	assert.Equal(t, map[string]string{"count": "41", "msg": "line 1\nline 2"}, c.Outputs)
+	lines := f.lines(task.AttemptID)
+	assert.True(t, containsLine(lines, "system", "--- output leak not sent: its key or value contains the value of a secret ---"), "%+v", lines)
+	for _, l := range lines {
+		assert.NotContains(t, l.Line, secret)
+		if l.Stream == "stdout" {
+			_, err := os.Stat(l.Line)
+			assert.ErrorIs(t, err, os.ErrNotExist, "the VIGIL_OUTPUT file %s is removed", l.Line)
+		}
+	}
+}
+
+// TestOutputsOverTheLimitFailTheTry: a task that exits 0 but writes more
+// than 64 KiB of outputs fails output_too_large, the message giving the
+// size and the limit, and sends no outputs; a file not in the format
+// fails output_invalid naming the line; a failed task's file is not read.
+func TestOutputsOverTheLimitFailTheTry(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	big := f.enqueue(0, nil, sh(`head -c 65536 /dev/zero | tr '\0' v | sed 's/^/k=/' >> "$VIGIL_OUTPUT"`)...)
+	huge := f.enqueue(0, nil, sh(`head -c 2000000 /dev/zero | tr '\0' v >> "$VIGIL_OUTPUT"`)...)
+	bad := f.enqueue(0, nil, sh(`echo "ok=1" >> "$VIGIL_OUTPUT"; echo "not an output" >> "$VIGIL_OUTPUT"`)...)
+	failed := f.enqueue(0, nil, sh(`echo "not an output" >> "$VIGIL_OUTPUT"; exit 3`)...)
+
+	c := f.waitCompletion(big.AttemptID, 10*time.Second)
+	assert.Equal(t, state.OutcomeFailed, c.Outcome)
+	assert.Equal(t, state.FailureOutputTooLarge, c.Failure)
+	assert.Equal(t, "outputs are 65537 bytes of keys and values, over the limit of 65536 bytes per task instance", c.Error)
+	assert.Nil(t, c.Outputs)
+	require.NotNil(t, c.ExitCode)
+	assert.Equal(t, 0, *c.ExitCode, "the process itself exited 0")
+
+	c = f.waitCompletion(huge.AttemptID, 10*time.Second)
+	assert.Equal(t, state.FailureOutputTooLarge, c.Failure)
+	assert.Contains(t, c.Error, "the VIGIL_OUTPUT file is 2000000 bytes, over its limit of 1048576 bytes")
+
+	c = f.waitCompletion(bad.AttemptID, 10*time.Second)
+	assert.Equal(t, state.FailureOutputInvalid, c.Failure)
+	assert.Equal(t, `VIGIL_OUTPUT line 2: "not an output": must be key=value or key<<DELIMITER`, c.Error)
+	assert.True(t, containsLine(f.lines(bad.AttemptID), "system", `--- outputs refused (output_invalid): VIGIL_OUTPUT line 2: "not an output": must be key=value or key<<DELIMITER ---`))
+
+	c = f.waitCompletion(failed.AttemptID, 10*time.Second)
+	assert.Empty(t, c.Failure)
+	assert.Equal(t, "exit status 3", c.Error)
+}

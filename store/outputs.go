@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Task outputs (docs/task-environment.md, "Outputs"; migration 020): one
+// ti_outputs row per TI, the outputs of its try try_number. A success
+// writes them in the statement that records it (finishTI,
+// completeSuccessOutputsSQL), replacing an earlier try's. They are the
+// TI's outputs only while it is success at that try: a cleared TI
+// (state none, then its new try's claim counts try_number on) shows none
+// until its new try succeeds and replaces them. A change that makes a TI
+// success without a try of its own succeeding (a mark) must delete its
+// row in the same transaction (DELETE FROM ti_outputs WHERE ti_id = …),
+// or the outputs of an older success at the same try_number would show
+// again.
+
+// upsertOutputsSQL and onOutputsConflictSQL frame the SELECT of
+// (ti_id, try_number, outputs, bytes) rows that a success stores.
+const (
+	upsertOutputsSQL     = `INSERT INTO ti_outputs (ti_id, try_number, outputs, bytes)`
+	onOutputsConflictSQL = `ON CONFLICT (ti_id) DO UPDATE
+	    SET try_number = excluded.try_number, outputs = excluded.outputs, bytes = excluded.bytes`
+)
+
+// outputsArg encodes a completion's outputs for the outputs column, with
+// their size (the bytes of keys and values); nil for none.
+func outputsArg(out map[string]string) ([]byte, int, error) {
+	if len(out) == 0 {
+		return nil, 0, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, 0, fmt.Errorf("outputs: %w", err)
+	}
+	n := 0
+	for k, v := range out {
+		n += len(k) + len(v)
+	}
+	return b, n, nil
+}
+
+// UpstreamInputs is what a claimed TI receives from its direct upstreams
+// (UpstreamOutputs): each upstream task's outputs by task id, and the
+// bytes of all their keys and values.
+type UpstreamInputs struct {
+	Outputs map[string]map[string]string // nil when Bytes is over the caller's bound
+	Bytes   int
+}
+
+// upstreamOutputsSQL reads the outputs of the successful direct
+// upstreams of the TIs $1, each found by (run_id, task_id), the unique
+// key; the outputs of a TI whose total is over $2 bytes are left out
+// (NULL), its total kept. Its cost is the claimed TIs' upstream
+// lookups: nothing scans.
+const upstreamOutputsSQL = `
+	WITH u AS MATERIALIZED (
+	  SELECT c.id, up.task_id, o.outputs, o.bytes
+	    FROM task_instances c
+	    JOIN task_instances up ON up.run_id = c.run_id AND up.task_id = ANY (c.upstream)
+	    JOIN ti_outputs o ON o.ti_id = up.id AND o.try_number = up.try_number
+	   WHERE c.id = ANY ($1::bigint[]) AND up.state = 'success'),
+	tot AS (SELECT id, sum(bytes)::bigint AS total FROM u GROUP BY id)
+	SELECT u.id, u.task_id, CASE WHEN tot.total <= $2 THEN u.outputs END, tot.total
+	  FROM u JOIN tot USING (id)`
+
+// UpstreamOutputs reads, for each TI of tiIDs, the outputs of its direct
+// upstreams that ended success (only of their current try), keyed by
+// TI id; a TI none of whose upstreams has outputs is absent. A TI whose
+// upstreams' outputs are over maxBytes (keys and values) gets its total
+// only, so a claim reply never carries more than maxBytes per TI.
+func (s *Store) UpstreamOutputs(ctx context.Context, tiIDs []int64, maxBytes int) (map[int64]UpstreamInputs, error) {
+	if len(tiIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, upstreamOutputsSQL, tiIDs, maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("upstream outputs of %d task instances: %w", len(tiIDs), err)
+	}
+	out := map[int64]UpstreamInputs{}
+	var id, total int64
+	var task string
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &task, &raw, &total}, func() error {
+		in := out[id]
+		in.Bytes = int(total)
+		if raw != nil {
+			var kv map[string]string
+			if err := json.Unmarshal(raw, &kv); err != nil {
+				return fmt.Errorf("ti %d: outputs of upstream %s: %w", id, task, err)
+			}
+			if in.Outputs == nil {
+				in.Outputs = map[string]map[string]string{}
+			}
+			in.Outputs[task] = kv
+		}
+		out[id] = in
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("upstream outputs of %d task instances: %w", len(tiIDs), err)
+	}
+	return out, nil
+}
+
+// TIOutputs is one task instance's outputs as RunOutputs returns them:
+// those of try TryNumber, the try that made it success.
+type TIOutputs struct {
+	TIID      int64
+	TaskID    string
+	TryNumber int
+	Outputs   map[string]string
+	Bytes     int
+}
+
+// RunOutputs returns the outputs of run runID's task instances that are
+// success and have any, in the DAG's task order; taskID, when not empty,
+// keeps that task's only. At most a run's TIs × outputs.MaxBytes.
+// Errors: ErrNotFound when the run does not exist, or has no task taskID.
+func (s *Store) RunOutputs(ctx context.Context, runID int64, taskID string) ([]TIOutputs, error) {
+	var exists bool
+	err := s.pool.QueryRow(ctx, `
+		SELECT CASE WHEN $2 = '' THEN EXISTS (SELECT 1 FROM runs WHERE id = $1)
+		            ELSE EXISTS (SELECT 1 FROM task_instances WHERE run_id = $1 AND task_id = $2) END`,
+		runID, taskID).Scan(&exists)
+	if err != nil {
+		return nil, fmt.Errorf("outputs of run %d: %w", runID, err)
+	}
+	if !exists {
+		if taskID != "" {
+			return nil, fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
+		}
+		return nil, fmt.Errorf("run %d: %w", runID, ErrNotFound)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT t.id, t.task_id, o.try_number, o.outputs, o.bytes
+		  FROM task_instances t JOIN ti_outputs o ON o.ti_id = t.id AND o.try_number = t.try_number
+		 WHERE t.run_id = $1 AND t.state = 'success' AND ($2 = '' OR t.task_id = $2)
+		 ORDER BY t.ordinal`, runID, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("outputs of run %d: %w", runID, err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TIOutputs, error) {
+		var o TIOutputs
+		var raw []byte
+		if err := r.Scan(&o.TIID, &o.TaskID, &o.TryNumber, &raw, &o.Bytes); err != nil {
+			return o, err
+		}
+		return o, json.Unmarshal(raw, &o.Outputs)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outputs of run %d: %w", runID, err)
+	}
+	return list, nil
+}
