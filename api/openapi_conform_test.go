@@ -262,9 +262,27 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("POST", ap+"/completions", agentToken, reg.Credential, protocol.CompleteBatchRequest{}, false, 400)
 	c.do("POST", "/v1/agents/register", agentToken, "", protocol.RegisterRequest{Name: "contract-agent", Capacity: 1}, true, 409)
 
+	// Mark and clear (docs/rerun.md): the ended run is marked failed, a
+	// dry run lists the clear, the clear runs it again.
+	marked := decodeInto[protocol.MarkResponse](t, c.do("POST", rp+"/tasks/hello/mark", opToken, "",
+		protocol.MarkRequest{State: "failed", Reason: "contract"}, true, 200))
+	require.Equal(t, []protocol.MarkedTI{{TaskID: "hello", State: "success"}}, marked.Marked)
+	c.do("POST", rp+"/tasks/hello/mark", opToken, "", protocol.MarkRequest{State: "queued"}, false, 400)
+	c.do("POST", rp+"/tasks/nope/mark", opToken, "", protocol.MarkRequest{State: "success"}, true, 404)
+	c.do("POST", rp+"/tasks/hello/mark", viewerToken, "", protocol.MarkRequest{State: "success"}, true, 403)
+	h.waitRun(run.ID, 10*time.Second)
+	dry := decodeInto[protocol.ClearResponse](t, c.do("POST", rp+"/clear", opToken, "", protocol.ClearRequest{DryRun: true}, true, 200))
+	require.Equal(t, []protocol.ClearedTI{{TaskID: "hello", State: "failed", TryNumber: 1}}, dry.Cleared)
+	c.do("POST", rp+"/clear", opToken, "", protocol.ClearRequest{TaskIDs: []string{"nope"}}, true, 404)
+	c.do("POST", rp+"/clear", opToken, "", protocol.ClearRequest{Reason: strings.Repeat("x", protocol.MaxReasonLen+1)}, false, 400)
+	cleared := decodeInto[protocol.ClearResponse](t, c.do("POST", rp+"/clear", opToken, "", nil, true, 200))
+	require.Equal(t, dry.Cleared, cleared.Cleared)
+	require.Equal(t, "running", cleared.Run.State)
+
 	// A run to cancel, then the operator deregisters the agent.
 	run2 := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract/runs", opToken, "", nil, true, 201))
 	c.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", run2.ID), opToken, "", nil, true, 200)
+	c.do("POST", fmt.Sprintf("/v1/runs/%d/clear", run2.ID), opToken, "", nil, true, 409)
 	c.do("POST", ap+"/deregister", opToken, "", nil, true, 204)
 
 	var missed []string

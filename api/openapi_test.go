@@ -168,6 +168,8 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"AtRiskQueued": protocol.AtRiskQueued{}, "AtRiskRun": protocol.AtRiskRun{},
 		"ReaperSweep": protocol.ReaperSweep{}, "Replica": protocol.Replica{}, "Cluster": protocol.Cluster{},
 		"Secret": protocol.Secret{}, "SecretList": protocol.SecretList{}, "SetSecretResponse": protocol.SetSecretResponse{},
+		"ClearResponse": protocol.ClearResponse{}, "ClearedTI": protocol.ClearedTI{}, "MarkResponse": protocol.MarkResponse{},
+		"MarkedTI": protocol.MarkedTI{},
 	}
 	requests := map[string]any{
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},
@@ -176,6 +178,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"ApplyDAGRequest": protocol.ApplyDAGRequest{}, "TriggerRunRequest": protocol.TriggerRunRequest{},
 		"BackfillRequest": protocol.BackfillRequest{}, "ThresholdsUpdate": protocol.ThresholdsUpdate{},
 		"SessionRequest": protocol.SessionRequest{}, "SetSecretRequest": protocol.SetSecretRequest{},
+		"ClearRequest": protocol.ClearRequest{}, "MarkRequest": protocol.MarkRequest{},
 	}
 	check := func(name string, v any, reply bool) {
 		ref, ok := schemas[name]

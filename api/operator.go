@@ -330,7 +330,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	run, err := s.cfg.Store.CancelRun(r.Context(), id, state.ReasonCancelled, "cancelled by operator")
+	run, err := s.cfg.Store.CancelRun(r.Context(), id, state.ReasonCancelled, "cancelled by "+actorOf(r))
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

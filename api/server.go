@@ -225,6 +225,8 @@ var routeTable = []route{
 	{"GET /v1/runs/{run_id}", AccessRead, (*Server).getRun},
 	{"GET /v1/runs/{run_id}/events", AccessRead, (*Server).runEvents},
 	{"POST /v1/runs/{run_id}/cancel", AccessOperator, (*Server).cancelRun},
+	{"POST /v1/runs/{run_id}/clear", AccessOperator, (*Server).clearRun},
+	{"POST /v1/runs/{run_id}/tasks/{task_id}/mark", AccessOperator, (*Server).markTI},
 	{"GET /v1/runs/{run_id}/tasks/{task_id}/logs", AccessRead, (*Server).readLogs},
 	{"GET /v1/thresholds", AccessRead, (*Server).getThresholds},
 	{"PUT /v1/thresholds", AccessOperator, (*Server).putThresholds},

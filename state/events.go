@@ -15,6 +15,8 @@ const (
 	EventTIUpstreamFailed EventKind = "ti_upstream_failed" // an upstream failed or was cancelled
 	EventTICancelled      EventKind = "ti_cancelled"       // its run was cancelled or timed out
 	EventTIReopened       EventKind = "ti_reopened"        // back to none after its upstream's late success
+	EventTICleared        EventKind = "ti_cleared"         // back to none by an operator's clear: runs again as a new try
+	EventTIMarked         EventKind = "ti_marked"          // set to success or failed by an operator (reason marked)
 )
 
 // Event kinds of a run's life.
@@ -24,6 +26,7 @@ const (
 	EventRunSuccess   EventKind = "run_success"   // finalized, every TI done
 	EventRunFailed    EventKind = "run_failed"    // finalized with a failed TI
 	EventRunCancelled EventKind = "run_cancelled" // by an operator or its run_timeout
+	EventRunReopened  EventKind = "run_reopened"  // an ended run back to running after a clear or mark
 )
 
 // Event kinds of schedules and backfills (docs/schedules.md).
@@ -50,8 +53,8 @@ const (
 // EventKinds lists every event kind.
 func EventKinds() []EventKind {
 	return []EventKind{EventTIClaimed, EventTIStarted, EventTISuccess, EventTIFailed, EventTIUpForRetry,
-		EventTIUpstreamFailed, EventTICancelled, EventTIReopened,
-		EventRunQueued, EventRunStarted, EventRunSuccess, EventRunFailed, EventRunCancelled,
+		EventTIUpstreamFailed, EventTICancelled, EventTIReopened, EventTICleared, EventTIMarked,
+		EventRunQueued, EventRunStarted, EventRunSuccess, EventRunFailed, EventRunCancelled, EventRunReopened,
 		EventSlotCreated, EventSlotsSkipped, EventSlotHeld, EventBackfillCreated,
 		EventAgentLost, EventAgentLostRequeued, EventDispatchLost, EventExecutionTimeout,
 		EventOrphanReaped, EventOrphanFinalized, EventLateAccepted, EventLateRecorded}

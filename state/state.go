@@ -24,7 +24,9 @@ const (
 	// the agent-lost reaper and the execution-timeout backstop.
 	TIRunning TI = "running"
 	// TISuccess: terminal. A late success may also land here from
-	// up_for_retry, scheduled, queued or failed (docs/design.md §6).
+	// up_for_retry, scheduled, queued or failed (docs/design.md §6); an
+	// operator's clear takes it back to none, a mark sets it
+	// (docs/rerun.md), as for failed, upstream_failed and skipped.
 	TISuccess TI = "success"
 	// TIFailed: terminal, with a Reason.
 	TIFailed TI = "failed"
@@ -133,13 +135,15 @@ const (
 	ReasonSecretMissing    Reason = "secret_missing"    // a secret its env names was deleted after the DAG was applied
 	ReasonOutputTooLarge   Reason = "output_too_large"  // it exited 0 but wrote more outputs than a TI may keep (64 KiB)
 	ReasonOutputInvalid    Reason = "output_invalid"    // it exited 0 but its VIGIL_OUTPUT file is not in the outputs format
+	ReasonMarked           Reason = "marked"            // an operator set the state by hand (vigil tasks mark; docs/rerun.md)
 )
 
 // Reasons lists every reason.
 func Reasons() []Reason {
 	return []Reason{ReasonAgentLost, ReasonDispatchLost, ReasonOrphaned, ReasonExecutionTimeout,
 		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent,
-		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed, ReasonSecretMissing, ReasonOutputTooLarge, ReasonOutputInvalid}
+		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed, ReasonSecretMissing, ReasonOutputTooLarge, ReasonOutputInvalid,
+		ReasonMarked}
 }
 
 // Actor is who makes a transition; each may make only its own.
@@ -150,7 +154,7 @@ const (
 	ActorScheduler    Actor = "scheduler"     // the leader's tick
 	ActorAgent        Actor = "agent"         // claims and completions
 	ActorReaper       Actor = "reaper"        // the leader's recovery services
-	ActorOperator     Actor = "operator"      // cancel
+	ActorOperator     Actor = "operator"      // cancel, clear, mark
 	ActorLateComplete Actor = "late_complete" // a success accepted after a reap
 )
 
@@ -183,6 +187,26 @@ var TITransitions = []Transition{
 	{TIQueued, TISuccess, ActorLateComplete},
 	{TIFailed, TISuccess, ActorLateComplete},
 	{TIUpstreamFailed, TINone, ActorLateComplete}, // dependents re-derived after a late success
+	// Clear (docs/rerun.md): an ended TI goes back to none and runs again
+	// as a new try; a queued or running one is refused, so never cleared.
+	{TISuccess, TINone, ActorOperator},
+	{TIFailed, TINone, ActorOperator},
+	{TIUpstreamFailed, TINone, ActorOperator},
+	{TISkipped, TINone, ActorOperator},
+	// Mark (docs/rerun.md): any TI no agent holds may be set to success or
+	// failed by hand, with reason marked.
+	{TINone, TISuccess, ActorOperator},
+	{TIScheduled, TISuccess, ActorOperator},
+	{TIUpForRetry, TISuccess, ActorOperator},
+	{TIFailed, TISuccess, ActorOperator},
+	{TIUpstreamFailed, TISuccess, ActorOperator},
+	{TISkipped, TISuccess, ActorOperator},
+	{TINone, TIFailed, ActorOperator},
+	{TIScheduled, TIFailed, ActorOperator},
+	{TIUpForRetry, TIFailed, ActorOperator},
+	{TISuccess, TIFailed, ActorOperator},
+	{TIUpstreamFailed, TIFailed, ActorOperator},
+	{TISkipped, TIFailed, ActorOperator},
 }
 
 // Allowed reports whether by may move a TI from one state to another;

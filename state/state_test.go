@@ -161,10 +161,16 @@ func TestTransitionsUseKnownStatesAndActors(t *testing.T) {
 		assert.NotEqual(t, tr.From, tr.To, "%+v is not a move", tr)
 		assert.False(t, seen[tr], "%+v is listed twice", tr)
 		seen[tr] = true
-		// Only a late completion (docs/design.md §6) moves a TI out of a
-		// terminal state.
+		// Only a late completion (docs/design.md §6) or an operator's
+		// clear or mark (docs/rerun.md) moves a TI out of a terminal state.
 		if tr.From.Terminal() {
-			assert.Equal(t, state.ActorLateComplete, tr.By, "%+v leaves a terminal state", tr)
+			assert.Contains(t, []state.Actor{state.ActorLateComplete, state.ActorOperator}, tr.By,
+				"%+v leaves a terminal state", tr)
+		}
+		// No operator's move touches a TI an agent may hold: a clear or
+		// mark of a queued or running TI is refused.
+		if tr.By == state.ActorOperator {
+			assert.False(t, tr.From.Dispatched(), "%+v takes a TI from its agent", tr)
 		}
 	}
 }
@@ -186,6 +192,13 @@ func TestAllowed(t *testing.T) {
 		{state.TIFailed, state.TISuccess, state.ActorAgent, false},   // only as a late completion
 		{state.TIFailed, state.TISuccess, state.ActorLateComplete, true},
 		{state.TISkipped, state.TISuccess, state.ActorLateComplete, false},
+		{state.TIFailed, state.TINone, state.ActorOperator, true}, // clear
+		{state.TIRunning, state.TINone, state.ActorOperator, false},
+		{state.TIQueued, state.TINone, state.ActorOperator, false},
+		{state.TICancelled, state.TINone, state.ActorOperator, false}, // a cancelled run is not cleared
+		{state.TIFailed, state.TISuccess, state.ActorOperator, true},  // mark
+		{state.TIRunning, state.TISuccess, state.ActorOperator, false},
+		{state.TIQueued, state.TIFailed, state.ActorOperator, false},
 	} {
 		assert.Equal(t, c.want, state.Allowed(c.from, c.to, c.by), "%s -> %s by %s", c.from, c.to, c.by)
 	}

@@ -30,7 +30,7 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 	var delayUS, maxUS int64
 	err := tx.QueryRow(ctx, `
 		SELECT t.run_id, t.id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.attempt_id::text, ''),
-		       t.agent_id, t.try_number, t.retries,
+		       t.agent_id, t.try_number, t.retries + t.retry_base,
 		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
 		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state
 		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1

@@ -83,15 +83,7 @@ func (r *lateRace) drain(t *testing.T) {
 
 func (r *lateRace) ti(t *testing.T, taskID string) store.TaskInstance {
 	t.Helper()
-	d, err := r.st.GetRun(r.ctx, r.runID)
-	require.NoError(t, err)
-	for _, ti := range d.TaskInstances {
-		if ti.TaskID == taskID {
-			return ti
-		}
-	}
-	t.Fatalf("no task %s", taskID)
-	return store.TaskInstance{}
+	return tiNamed(t, r.ctx, r.st, r.runID, taskID)
 }
 
 func (r *lateRace) events(t *testing.T, kind, taskID string) int {

@@ -64,7 +64,7 @@ func (s *Store) ListStaleRunning(ctx context.Context, now time.Time, threshold t
 // is "now".
 const runningColumns = `
 		SELECT t.id, t.run_id, t.task_id, t.try_number, t.attempt_id::text, t.agent_id, t.last_heartbeat_at,
-		       t.started_at IS NOT NULL, t.dispatch_attempts, t.retries,
+		       t.started_at IS NOT NULL, t.dispatch_attempts, t.retries + t.retry_base,
 		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
 		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint,
 		       (extract(epoch FROM $1::timestamptz - t.last_heartbeat_at) * 1e6)::bigint

@@ -29,7 +29,7 @@ type OverdueRunning struct {
 func (s *Store) ListOverdueRunning(ctx context.Context, now time.Time, grace time.Duration, limit int) ([]OverdueRunning, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, run_id, task_id, try_number, attempt_id::text, agent_id, last_heartbeat_at,
-		       dispatch_attempts, retries,
+		       dispatch_attempts, retries + retry_base,
 		       (extract(epoch FROM retry_delay) * 1e6)::bigint, retry_exponential,
 		       (extract(epoch FROM max_retry_delay) * 1e6)::bigint,
 		       (extract(epoch FROM $1::timestamptz - started_at) * 1e6)::bigint,

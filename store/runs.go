@@ -243,7 +243,7 @@ func (s *Store) ListRuns(ctx context.Context, runState state.Run, dagID string, 
 
 // tiColumns is the column list scanned by scanTI.
 const tiColumns = `t.id, t.run_id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.message, ''),
-	t.try_number, t.retries + 1, t.dispatch_attempts, coalesce(t.attempt_id::text, ''), t.agent_id, t.exit_code,
+	t.try_number, t.retries + t.retry_base + 1, t.dispatch_attempts, coalesce(t.attempt_id::text, ''), t.agent_id, t.exit_code,
 	t.queued_at, t.claimed_at, t.started_at, t.last_heartbeat_at, t.end_date, t.next_retry_at, t.log_dropped`
 
 func scanTI(row pgx.Row) (TaskInstance, error) {

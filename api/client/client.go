@@ -266,6 +266,24 @@ func (c *Client) CancelRun(ctx context.Context, id int64) (protocol.Run, error) 
 	return out, err
 }
 
+// ClearRun clears task instances of run id to run them again (POST
+// /v1/runs/{id}/clear; docs/rerun.md). A queued or running task instance
+// in the selection is an *APIError with status 409 naming it.
+func (c *Client) ClearRun(ctx context.Context, id int64, req protocol.ClearRequest) (protocol.ClearResponse, error) {
+	var out protocol.ClearResponse
+	err := c.Do(ctx, http.MethodPost, runPath(id)+"/clear", req, &out)
+	return out, err
+}
+
+// MarkTI sets task taskID of run id (and with req.Downstream its
+// dependents) to success or failed (POST
+// /v1/runs/{id}/tasks/{task_id}/mark; docs/rerun.md).
+func (c *Client) MarkTI(ctx context.Context, id int64, taskID string, req protocol.MarkRequest) (protocol.MarkResponse, error) {
+	var out protocol.MarkResponse
+	err := c.Do(ctx, http.MethodPost, runPath(id)+"/tasks/"+url.PathEscape(taskID)+"/mark", req, &out)
+	return out, err
+}
+
 // LogCursor is the position of the last log line a reader has: its
 // try_number and seq (zero: before the first line).
 type LogCursor struct {

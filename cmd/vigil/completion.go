@@ -109,7 +109,7 @@ func wireRunsCompletion(runs *cobra.Command, o *clientOpts) {
 		switch sub.Name() {
 		case "trigger":
 			sub.ValidArgsFunction = nthArg(0, o, listDAGIDs)
-		case "show", "events", "cancel":
+		case "show", "events", "cancel", "clear":
 			sub.ValidArgsFunction = nthArg(0, o, listRunIDs)
 		case "list":
 			_ = sub.RegisterFlagCompletionFunc("state", completeStates)

@@ -48,6 +48,17 @@ var examples = map[string]string{
   vigil dags apply etl.yaml report.yml`,
 	"vigil dags list": `  vigil dags list
   vigil dags list -o yaml`,
+	"vigil runs clear": `  # What a clear of run 7 would do: every task that failed, and what they blocked
+  vigil runs clear 7 --dry-run
+
+  # Re-run transform and everything after it, without asking
+  vigil runs clear 7 --task transform --downstream --yes --reason "source fixed"`,
+	"vigil tasks": `  vigil tasks mark 7 load success --yes`,
+	"vigil tasks mark": `  # load failed for a reason already fixed by hand: let its dependents run
+  vigil tasks mark 7 load success --reason "loaded by hand" --yes
+
+  # Stop report and what follows it
+  vigil tasks mark 7 report failed --downstream --yes`,
 	"vigil dags backfill": `  # One backfill run per slot of etl's schedule in January 2026 (at most 1000)
   vigil dags backfill etl --from 2026-01-01T00:00:00Z --to 2026-01-31T00:00:00Z
 

@@ -102,6 +102,7 @@ func newRootCmd() *cobra.Command {
 		newAgentsCmd(),
 		newDagsCmd(),
 		newRunsCmd(),
+		newTasksCmd(),
 		newLogsCmd(),
 		newReapCmd(),
 		newAtRiskCmd(),

@@ -32,7 +32,7 @@ const waitRetryFor = 30 * time.Second
 func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "Trigger, list, inspect and cancel DAG runs",
+		Short: "Trigger, list, inspect, cancel and clear DAG runs",
 	}
 	o := addClientFlags(cmd)
 	groupCmd(cmd)
@@ -42,6 +42,7 @@ func newRunsCmd() *cobra.Command {
 		newRunsShowCmd(o),
 		newRunsEventsCmd(o),
 		newRunsCancelCmd(o),
+		newRunsClearCmd(o),
 	)
 	wireRunsCompletion(cmd, o)
 	return cmd
