@@ -233,6 +233,18 @@ func TestParseDecodeErrorsNameTheField(t *testing.T) {
 			`dag "d": task "a": env: A: line 5: cannot unmarshal !!seq into an env value: want a string, or {secret: NAME} naming a secret`},
 		{"env value a mapping without secret", task + "    env:\n      A: {secrte: pw}\n",
 			`dag "d": task "a": env: line 6: cannot unmarshal !!map into an env value: want a string, or {secret: NAME} naming a secret`},
+		// trigger_rule and skip_exit_code are checked at decode, with the
+		// line (docs/trigger-rules.md).
+		{"unknown trigger_rule", task + "    trigger_rule: all_sucess\n",
+			`dag "d": task "a": trigger_rule: line 5: unknown trigger rule "all_sucess": want one of all_success, all_failed, all_done,`},
+		{"trigger_rule a list", task + "    trigger_rule: [all_done]\n",
+			`dag "d": task "a": trigger_rule: line 5: cannot unmarshal !!seq into dag.TriggerRule: want a rule name such as all_done`},
+		{"skip_exit_code 256", task + "    skip_exit_code: 256\n",
+			`dag "d": task "a": skip_exit_code: line 5: must be an exit code between 1 and 255 (got 256)`},
+		{"skip_exit_code negative", task + "    skip_exit_code: -1\n",
+			`dag "d": task "a": skip_exit_code: line 5: must be an exit code between 1 and 255 (got -1)`},
+		{"skip_exit_code a string", task + "    skip_exit_code: \"99\"\n",
+			"dag \"d\": task \"a\": skip_exit_code: line 5: cannot unmarshal !!str `99` into dag.ExitCode: want an integer between 1 and 255"},
 		{"tasks not a list", "dag_id: d\ntasks: {a: 1}\n",
 			`dag "d": tasks: line 2: cannot unmarshal !!map into []dag.Task`},
 		{"spec not a mapping", "- a\n- b\n",

@@ -102,11 +102,12 @@ type Spec struct {
 }
 
 // Task is one node of a DAG: a command run on an agent once its upstream
-// tasks have succeeded.
+// tasks have ended as its trigger rule asks (by default, all succeeded).
 type Task struct {
 	// ID names the task, unique within its DAG; see ValidID.
 	ID string `yaml:"id" json:"id"`
-	// DependsOn lists the ids of the tasks that must succeed first.
+	// DependsOn lists the ids of the task's upstreams, which its
+	// TriggerRule judges.
 	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
 	// Command is the argv to execute, with no shell unless it names one
 	// (e.g. ["sh", "-c", "..."]). Command[0] must be non-empty.
@@ -139,6 +140,12 @@ type Task struct {
 	// with start_failed otherwise. Empty: the agent's choice. See
 	// RunAsUserRule for its shape.
 	RunAsUser string `yaml:"run_as_user,omitempty" json:"run_as_user,omitempty"`
+	// TriggerRule says which upstream states let the task run
+	// (docs/trigger-rules.md); empty means all_success.
+	TriggerRule TriggerRule `yaml:"trigger_rule,omitempty" json:"trigger_rule,omitempty"`
+	// SkipExitCode, if not 0, is the exit code (1 to 255) that ends a try
+	// skipped instead of failed, without a retry.
+	SkipExitCode ExitCode `yaml:"skip_exit_code,omitempty" json:"skip_exit_code,omitempty"`
 }
 
 // ApplyDefaults fills in the defaults that the zero values stand for

@@ -99,6 +99,8 @@ const maxCyclesShown = 10
 //     catchup and paused only with a schedule; max_active_runs 0 (the
 //     default) or 1..MaxMaxActiveRuns;
 //   - tags: non-empty, no repeats;
+//   - trigger_rule: empty or one of trigger.Rules; skip_exit_code: 0 (none)
+//     or MinSkipExitCode..MaxSkipExitCode;
 //   - env: at most MaxEnvVars variables; names non-empty, without "=";
 //     a {secret: NAME} value names a secret by secrets.NameRule (whether
 //     the secret exists is the server's check at apply);
@@ -306,6 +308,12 @@ func (v *validator) task(tasks []Task, i int, first map[string]int) {
 	}
 	if r := durationRule(t.ExecutionTimeout, ExecutionTimeoutLimit); r != "" {
 		add("execution_timeout", "%s", r)
+	}
+	if r := triggerRuleProblem(t.TriggerRule); r != "" {
+		add("trigger_rule", "%s", r)
+	}
+	if r := exitCodeProblem(t.SkipExitCode); r != "" {
+		add("skip_exit_code", "%s", r)
 	}
 	if t.RunAsUser != "" && !ValidUserName(t.RunAsUser) {
 		add("run_as_user", "%s must be an OS user name: %s", quote(t.RunAsUser), RunAsUserRule)

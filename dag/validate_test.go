@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/trigger"
+
 	"github.com/vigil-sched/vigil/secrets"
 )
 
@@ -51,6 +53,12 @@ func TestValidateAcceptsValidSpecs(t *testing.T) {
 			s.Tasks[0].ExecutionTimeout = Duration(ExecutionTimeoutLimit)
 		}},
 		{"retries at its limit", func(s *Spec) { s.Tasks[0].Retries = MaxRetries }},
+		{"every trigger rule, and skip_exit_code at its bounds", func(s *Spec) {
+			for i, r := range trigger.Rules() {
+				s.Tasks = append(s.Tasks, Task{ID: fmt.Sprint("r", i), DependsOn: []string{"a"}, Command: []string{"true"},
+					TriggerRule: TriggerRule(r), SkipExitCode: ExitCode(1 + i%2*254)})
+			}
+		}},
 		{"run_as_user names of each shape", func(s *Spec) {
 			s.Tasks[0].RunAsUser = "nobody"
 			s.Tasks[1].RunAsUser = "_etl-2"
@@ -93,6 +101,13 @@ func TestValidateRejectsEachRule(t *testing.T) {
 		{"timeout over 30 days", func(s *Spec) { s.Timeout = Duration(RunTimeoutLimit + time.Second) }, `dag "etl": timeout: must be at most 720h (30 days); got 720h0m1s`},
 		{"max_active_tasks negative", func(s *Spec) { s.MaxActiveTasks = -1 }, `dag "etl": max_active_tasks: must be between 1 and 10000, or omitted for 16 (got -1)`},
 		{"max_active_tasks over the limit", func(s *Spec) { s.MaxActiveTasks = 10001 }, `dag "etl": max_active_tasks: must be between 1 and 10000`},
+		// trigger rules (docs/trigger-rules.md)
+		{"unknown trigger_rule", func(s *Spec) { s.Tasks[1].TriggerRule = "all_sucess" },
+			`dag "etl": task "b": trigger_rule: unknown trigger rule "all_sucess": want one of all_success, all_failed,`},
+		{"skip_exit_code 0 is none, 256 too high", func(s *Spec) { s.Tasks[1].SkipExitCode = 256 },
+			`dag "etl": task "b": skip_exit_code: must be an exit code between 1 and 255 (got 256)`},
+		{"skip_exit_code negative", func(s *Spec) { s.Tasks[1].SkipExitCode = -3 },
+			`dag "etl": task "b": skip_exit_code: must be an exit code between 1 and 255 (got -3)`},
 		// tasks
 		{"no tasks", func(s *Spec) { s.Tasks = nil }, `dag "etl": tasks: at least one task is required`},
 		{"too many tasks", func(s *Spec) {

@@ -42,7 +42,7 @@ func (s *Scheduler) Tick(ctx context.Context, epoch int64) (store.TickResult, er
 	s.lastTick.Store(now.UnixNano())
 	s.cfg.Metrics.LastTick.Set(float64(now.UnixNano()) / 1e9)
 	if total.Moved() > 0 {
-		s.log.Debug("tick", "runs", total.Runs, "runs_started", total.Started, "upstream_failed", total.UpstreamFailed,
+		s.log.Debug("tick", "runs", total.Runs, "runs_started", total.Started, "resolved", total.Resolved,
 			"scheduled", total.Scheduled, "retries_due", total.Retried, "queued", total.Queued,
 			"runs_finalized", total.Finalized, "runs_idle", total.Idle, "took", elapsed)
 	}
@@ -64,7 +64,7 @@ func (s *Scheduler) Reconcile(ctx context.Context, epoch int64) (store.TickResul
 		if res.Moved() > 0 {
 			s.cfg.Metrics.Decisions.WithLabelValues(metrics.DecisionReconcileRepaired).Add(float64(res.Moved()))
 			s.log.Warn("reconcile repaired what the incremental scheduler missed", "decision", metrics.DecisionReconcileRepaired,
-				"epoch", epoch, "runs", res.Runs, "runs_started", res.Started, "upstream_failed", res.UpstreamFailed,
+				"epoch", epoch, "runs", res.Runs, "runs_started", res.Started, "resolved", res.Resolved,
 				"scheduled", res.Scheduled, "queued", res.Queued, "runs_finalized", res.Finalized, "runs_idle", res.Idle)
 		}
 		total.Add(res)

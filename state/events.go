@@ -13,6 +13,7 @@ const (
 	EventTIFailed         EventKind = "ti_failed"          // failed with no retries left, or orphaned
 	EventTIUpForRetry     EventKind = "ti_up_for_retry"    // failed with a retry left
 	EventTIUpstreamFailed EventKind = "ti_upstream_failed" // an upstream failed or was cancelled
+	EventTISkipped        EventKind = "ti_skipped"         // its trigger rule can never be met, or it exited with its skip_exit_code
 	EventTICancelled      EventKind = "ti_cancelled"       // its run was cancelled or timed out
 	EventTIReopened       EventKind = "ti_reopened"        // back to none after its upstream's late success
 	EventTICleared        EventKind = "ti_cleared"         // back to none by an operator's clear: runs again as a new try
@@ -53,7 +54,7 @@ const (
 // EventKinds lists every event kind.
 func EventKinds() []EventKind {
 	return []EventKind{EventTIClaimed, EventTIStarted, EventTISuccess, EventTIFailed, EventTIUpForRetry,
-		EventTIUpstreamFailed, EventTICancelled, EventTIReopened, EventTICleared, EventTIMarked,
+		EventTIUpstreamFailed, EventTISkipped, EventTICancelled, EventTIReopened, EventTICleared, EventTIMarked,
 		EventRunQueued, EventRunStarted, EventRunSuccess, EventRunFailed, EventRunCancelled, EventRunReopened,
 		EventSlotCreated, EventSlotsSkipped, EventSlotHeld, EventBackfillCreated,
 		EventAgentLost, EventAgentLostRequeued, EventDispatchLost, EventExecutionTimeout,

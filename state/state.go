@@ -36,7 +36,10 @@ const (
 	// TIUpstreamFailed: terminal; an upstream failed or was cancelled. A
 	// late success of that upstream returns it to none.
 	TIUpstreamFailed TI = "upstream_failed"
-	// TISkipped: terminal; counts as done for dependents.
+	// TISkipped: terminal; the scheduler found its trigger rule can never
+	// be met (reason trigger_rule), or its try exited with the task's
+	// skip_exit_code (reason skip_exit_code). Its dependents' trigger rules
+	// judge it (docs/trigger-rules.md).
 	TISkipped TI = "skipped"
 	// TICancelled: terminal; the run was cancelled or timed out.
 	TICancelled TI = "cancelled"
@@ -67,11 +70,13 @@ func (s TI) Active() bool {
 	return false
 }
 
-// Done reports whether s satisfies a dependent's all_success rule.
+// Done reports whether s lets its run succeed: a run whose TIs all
+// ended success or skipped succeeds, any other end fails it.
 func (s TI) Done() bool { return s == TISuccess || s == TISkipped }
 
-// FailsDependents reports whether a TI in s stops its dependents: they
-// become upstream_failed (a terminal state that is not Done).
+// FailsDependents reports whether a TI in s counts as failed for its
+// dependents' trigger rules (a terminal state that is not Done): under
+// all_success they become upstream_failed.
 func (s TI) FailsDependents() bool { return s.Terminal() && !s.Done() }
 
 // Dispatched reports whether a TI in s is handed to the agents, waiting
@@ -114,8 +119,8 @@ func (s Run) Terminal() bool {
 // Live reports whether the run has not ended: queued or running.
 func (s Run) Live() bool { return !s.Terminal() }
 
-// Reason is the machine-readable cause recorded on a TI that ends failed
-// or cancelled, or is requeued, and on a run that fails (docs/design.md §3).
+// Reason is the machine-readable cause recorded on a TI that ends failed,
+// cancelled or skipped, or is requeued, and on a run that fails (docs/design.md §3).
 type Reason string
 
 // Reasons.
@@ -136,6 +141,8 @@ const (
 	ReasonOutputTooLarge   Reason = "output_too_large"  // it exited 0 but wrote more outputs than a TI may keep (64 KiB)
 	ReasonOutputInvalid    Reason = "output_invalid"    // it exited 0 but its VIGIL_OUTPUT file is not in the outputs format
 	ReasonMarked           Reason = "marked"            // an operator set the state by hand (vigil tasks mark; docs/rerun.md)
+	ReasonSkipExitCode     Reason = "skip_exit_code"    // skipped: the try exited with the task's skip_exit_code
+	ReasonTriggerRule      Reason = "trigger_rule"      // skipped: its trigger rule can never be met
 )
 
 // Reasons lists every reason.
@@ -143,7 +150,7 @@ func Reasons() []Reason {
 	return []Reason{ReasonAgentLost, ReasonDispatchLost, ReasonOrphaned, ReasonExecutionTimeout,
 		ReasonRunTimeout, ReasonCancelled, ReasonExitCode, ReasonUpstreamFailed, ReasonNoMatchingAgent,
 		ReasonAgentShutdown, ReasonSignal, ReasonStartFailed, ReasonSecretMissing, ReasonOutputTooLarge, ReasonOutputInvalid,
-		ReasonMarked}
+		ReasonMarked, ReasonSkipExitCode, ReasonTriggerRule}
 }
 
 // Actor is who makes a transition; each may make only its own.
@@ -170,6 +177,7 @@ type Transition struct {
 var TITransitions = []Transition{
 	{TINone, TIScheduled, ActorScheduler},
 	{TINone, TIUpstreamFailed, ActorScheduler},
+	{TINone, TISkipped, ActorScheduler}, // its trigger rule can never be met (docs/trigger-rules.md)
 	{TIScheduled, TIQueued, ActorScheduler},
 	{TINone, TIQueued, ActorScheduler}, // ready with a place in its run: scheduled and queued in one write
 	{TIUpForRetry, TIScheduled, ActorScheduler},
@@ -177,6 +185,7 @@ var TITransitions = []Transition{
 	{TIRunning, TISuccess, ActorAgent},
 	{TIRunning, TIFailed, ActorAgent},
 	{TIRunning, TIUpForRetry, ActorAgent},
+	{TIRunning, TISkipped, ActorAgent},     // exited with its skip_exit_code
 	{TIRunning, TIFailed, ActorReaper},     // agent_lost, execution_timeout, dispatch_lost after 5 dispatches
 	{TIRunning, TIUpForRetry, ActorReaper}, // agent_lost, execution_timeout with budget left
 	{TIRunning, TIScheduled, ActorReaper},  // never-started requeue

@@ -20,6 +20,7 @@ type tiAttempt struct {
 	attemptID      string
 	agentID        *int64
 	tryNumber      int
+	skipExitCode   *int // the task's skip_exit_code, if any
 	policy         retry.Policy
 	runState       state.Run
 	hasNewerClaims bool
@@ -30,13 +31,13 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 	var delayUS, maxUS int64
 	err := tx.QueryRow(ctx, `
 		SELECT t.run_id, t.id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.attempt_id::text, ''),
-		       t.agent_id, t.try_number, t.retries + t.retry_base,
+		       t.agent_id, t.try_number, t.skip_exit_code, t.retries + t.retry_base,
 		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
 		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state
 		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1
 		   FOR UPDATE OF t`, tiID).
 		Scan(&a.runID, &a.tiID, &a.taskID, &a.state, &a.reason, &a.attemptID, &a.agentID, &a.tryNumber,
-			&a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState)
+			&a.skipExitCode, &a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState)
 	if errNoRows(err) {
 		return a, fmt.Errorf("task instance %d: %w", tiID, ErrNotFound)
 	}
@@ -122,7 +123,11 @@ func (s *Store) completeTx(ctx context.Context, agentID int64, req Completion, l
 			var msg string
 			newState, kind, msg = decideOutcome(a, req)
 			var reason state.Reason
-			if newState != state.TISuccess {
+			switch newState {
+			case state.TISuccess:
+			case state.TISkipped:
+				reason = state.ReasonSkipExitCode
+			default:
 				reason = failureReason(req)
 			}
 			return s.finishTI(ctx, tx, a, req, newState, reason, kind, msg)
@@ -217,10 +222,17 @@ func failureReason(req Completion) state.Reason {
 }
 
 // decideOutcome maps a completion to the TI's next state, event kind and
-// message, applying the retry policy.
+// message, applying the retry policy. A process that exited by itself
+// with the task's skip_exit_code ends skipped, without a retry
+// (docs/trigger-rules.md): the agent reports the exit status, and this is
+// where it becomes an outcome.
 func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind state.EventKind, msg string) {
 	if req.Outcome == state.OutcomeSuccess {
 		return state.TISuccess, state.EventTISuccess, fmt.Sprintf("try %d succeeded", a.tryNumber)
+	}
+	if exitedToSkip(a, req) {
+		return state.TISkipped, state.EventTISkipped,
+			fmt.Sprintf("try %d exited with code %d, the task's skip_exit_code: skipped", a.tryNumber, *req.ExitCode)
 	}
 	what := "failed"
 	switch {
@@ -244,6 +256,14 @@ func decideOutcome(a tiAttempt, req Completion) (to state.TI, kind state.EventKi
 			fmt.Sprintf("try %d %s; retry %d of %d in %s", a.tryNumber, what, a.tryNumber, a.policy.Retries, delay)
 	}
 	return state.TIFailed, state.EventTIFailed, fmt.Sprintf("try %d %s; no retries left", a.tryNumber, what)
+}
+
+// exitedToSkip reports whether a failed completion is the task asking to
+// be skipped: its process exited with the task's skip_exit_code, not
+// killed, timed out or unable to start.
+func exitedToSkip(a tiAttempt, req Completion) bool {
+	return req.Outcome == state.OutcomeFailed && req.Failure == "" && req.ExitCode != nil &&
+		a.skipExitCode != nil && *req.ExitCode == *a.skipExitCode
 }
 
 // finishTI writes the completion in one statement: the guarded UPDATE

@@ -44,7 +44,7 @@ func (s *Store) HoldMainPoolForTest(ctx context.Context) (func(), error) {
 
 // Scheduling statements whose plans store tests inspect. Test builds only.
 var (
-	UpstreamFailedSQLForTest   = upstreamFailedSQL
+	ResolveSQLForTest          = resolveSQL
 	ScheduleQueueSQLForTest    = scheduleQueueSQL
 	MaxQueuedPayloadForTest    = maxQueuedPayload
 	PruneAgentsSQLForTest      = pruneAgentsSQL

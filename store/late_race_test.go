@@ -143,7 +143,7 @@ func TestLateSuccessSerialisesWithDependencyResolution(t *testing.T) {
 		defer func() { _ = tx.Rollback(r.ctx) }()
 		res, err := store.ScheduleRunsForTest(r.ctx, tx, []int64{r.runID})
 		require.NoError(t, err)
-		require.Equal(t, 1, res.UpstreamFailed, "the open pass marked b upstream_failed")
+		require.Equal(t, 1, res.Resolved, "the open pass marked b upstream_failed")
 
 		done := r.completeLate()
 		r.waitBlocked(t)

@@ -144,6 +144,8 @@ type tiRow struct {
 	MaxRetryDelayUS    *int64                  `json:"max_retry_delay_us"`
 	ExecutionTimeoutUS *int64                  `json:"execution_timeout_us"`
 	RunAsUser          string                  `json:"run_as_user"`
+	TriggerRule        string                  `json:"trigger_rule"`
+	SkipExitCode       int                     `json:"skip_exit_code"`
 }
 
 // insertTIs inserts every TI of a new run, its run_queued event and its
@@ -155,7 +157,8 @@ func insertTIs(ctx context.Context, tx pgx.Tx, runID int64, spec *dag.Spec, msg 
 	for i, t := range spec.Tasks {
 		r := tiRow{TaskID: t.ID, Ordinal: i, Command: t.Command, Env: t.Env, Tags: nonNil(t.Tags), Upstream: nonNil(t.DependsOn),
 			Retries: t.Retries, RetryDelayUS: micros(t.RetryDelay.D()), RetryExponential: t.RetryExponentialBackoff,
-			MaxRetryDelayUS: nullMicros(t.MaxRetryDelay.D()), RunAsUser: t.RunAsUser}
+			MaxRetryDelayUS: nullMicros(t.MaxRetryDelay.D()), RunAsUser: t.RunAsUser,
+			TriggerRule: string(t.TriggerRule.Rule()), SkipExitCode: int(t.SkipExitCode)}
 		if r.Env == nil {
 			r.Env = map[string]dag.EnvValue{}
 		}
@@ -172,14 +175,17 @@ func insertTIs(ctx context.Context, tx pgx.Tx, runID int64, spec *dag.Spec, msg 
 	_, err = tx.Exec(ctx, `
 		WITH ti AS (
 		  INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
-		      upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout, run_as_user)
+		      upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout, run_as_user,
+		      trigger_rule, skip_exit_code)
 		  SELECT $1, $2, x.task_id, x.ordinal, `+jsonTextArray("x.command")+`, x.env, `+jsonTextArray("x.tags")+`, `+jsonTextArray("x.upstream")+`,
 		         x.retries, x.retry_delay_us * interval '1 microsecond', x.retry_exponential,
 		         coalesce(x.max_retry_delay_us * interval '1 microsecond', interval '1 hour'),
-		         x.execution_timeout_us * interval '1 microsecond', nullif(x.run_as_user, '')
+		         x.execution_timeout_us * interval '1 microsecond', nullif(x.run_as_user, ''),
+		         x.trigger_rule, nullif(x.skip_exit_code, 0)
 		    FROM jsonb_to_recordset($3::jsonb) AS x(task_id text, ordinal int, command jsonb, env jsonb, tags jsonb,
 		         upstream jsonb, retries int, retry_delay_us bigint, retry_exponential bool,
-		         max_retry_delay_us bigint, execution_timeout_us bigint, run_as_user text)),
+		         max_retry_delay_us bigint, execution_timeout_us bigint, run_as_user text,
+		         trigger_rule text, skip_exit_code int)),
 		ev AS (
 		  INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $4)),
 		dirty AS (

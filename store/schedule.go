@@ -6,6 +6,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/trigger"
 )
 
 // The scheduler's steps (docs/design.md §5), incremental: a pass works only on the
@@ -16,14 +19,14 @@ import (
 
 // TickResult counts what one scheduling pass did.
 type TickResult struct {
-	Runs           int // dirty (or reconciled) runs looked at
-	Started        int // queued -> running runs
-	UpstreamFailed int // none -> upstream_failed TIs
-	Scheduled      int // none TIs found ready: to scheduled, or straight to queued
-	Retried        int // up_for_retry -> scheduled TIs
-	Queued         int // scheduled or ready TIs -> queued
-	Finalized      int // runs ended success or failed
-	Idle           int // runs newly marked idle (orphan suspects)
+	Runs      int // dirty (or reconciled) runs looked at
+	Started   int // queued -> running runs
+	Resolved  int // none -> upstream_failed or skipped TIs: their trigger rule can never be met
+	Scheduled int // none TIs found ready: to scheduled, or straight to queued
+	Retried   int // up_for_retry -> scheduled TIs
+	Queued    int // scheduled or ready TIs -> queued
+	Finalized int // runs ended success or failed
+	Idle      int // runs newly marked idle (orphan suspects)
 	// More reports, for one SchedulePass, that dirty runs were left
 	// beyond its PassLimit; Add keeps the last pass's.
 	More bool
@@ -31,14 +34,14 @@ type TickResult struct {
 
 // Moved is the number of rows the pass changed.
 func (r TickResult) Moved() int {
-	return r.Started + r.UpstreamFailed + r.Scheduled + r.Retried + r.Queued + r.Finalized + r.Idle
+	return r.Started + r.Resolved + r.Scheduled + r.Retried + r.Queued + r.Finalized + r.Idle
 }
 
 // Add sums o into r.
 func (r *TickResult) Add(o TickResult) {
 	r.Runs += o.Runs
 	r.Started += o.Started
-	r.UpstreamFailed += o.UpstreamFailed
+	r.Resolved += o.Resolved
 	r.Scheduled += o.Scheduled
 	r.Retried += o.Retried
 	r.Queued += o.Queued
@@ -198,7 +201,7 @@ func scheduleRunsTx(ctx context.Context, tx pgx.Tx, ids []int64) (TickResult, er
 		fn func(context.Context, pgx.Tx, []int64) (int, error)
 	}{
 		{&res.Started, startRunsTx},
-		{&res.UpstreamFailed, upstreamFailedTx},
+		{&res.Resolved, resolveTx},
 		{&res.Queued, func(ctx context.Context, tx pgx.Tx, ids []int64) (queued int, err error) {
 			res.Scheduled, queued, err = scheduleAndQueueTx(ctx, tx, ids)
 			return queued, err
@@ -265,34 +268,53 @@ func wakeHeldTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 		   AND d.dag_id IN (SELECT dag_id FROM runs WHERE id = ANY ($1) AND state IN `+runTerminalSQL+`)`, ids)
 }
 
-// upstreamFailedSQL marks a none TI of the given runs upstream_failed
-// when an upstream failed, was cancelled, or is itself upstream_failed
-// (trigger rule all_success). Like scheduleReadySQL, each TI probes only
-// its own upstreams by key.
-var upstreamFailedSQL = `
-	WITH u AS (
+// resolveSQL ends the none TIs of the given runs whose trigger rule can
+// never be met (docs/trigger-rules.md): upstream_failed with reason
+// upstream_failed, naming the upstreams that failed, or skipped with
+// reason trigger_rule, naming the rule and the upstreams' ends. Each TI
+// is judged once, by decisionSQL, probing only its own upstreams by key
+// (as scheduleQueueSQL does); the updates find their rows by primary key.
+var resolveSQL = `
+	WITH d AS MATERIALIZED (
+	  SELECT ti.id, ` + decisionSQL + ` AS d
+	    FROM task_instances ti, runs r
+	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'),
+	f AS (
 	  UPDATE task_instances ti
 	     SET state = ` + moveUpstreamFailed.To() + `, reason = 'upstream_failed', end_date = now(), updated_at = now(),
-	         message = 'upstream failed: ' || (
-	           SELECT string_agg(up.task_id || ' ' || up.state, ', ' ORDER BY up.ordinal)
-	             FROM task_instances up
-	            WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream)
-	              AND up.state IN ` + tiFailsDependentsSQL + `)
-	    FROM runs r
-	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state IN ` + moveUpstreamFailed.From() + `
-	     AND EXISTS (SELECT 1 FROM unnest(ti.upstream) AS u(task_id)
-	                  WHERE (SELECT up.state FROM task_instances up WHERE up.run_id = ti.run_id AND up.task_id = u.task_id)
-	                        IN ` + tiFailsDependentsSQL + `)
-	  RETURNING ti.id, ti.run_id, ti.task_id, ti.try_number, ti.message)
+	         message = 'upstream failed: ' || ` + upstreamEndsSQL(tiFailsDependentsSQL) + `
+	   WHERE ti.id = ANY (ARRAY (SELECT id FROM d WHERE d.d = ` + decisionSQLValue(trigger.UpstreamFailed) + `))
+	     AND ti.state || '' IN ` + moveUpstreamFailed.From() + `
+	  RETURNING ti.id, ti.run_id, ti.task_id, ti.try_number, ti.message, ti.state),
+	k AS (
+	  UPDATE task_instances ti
+	     SET state = ` + moveTriggerSkipped.To() + `, reason = 'trigger_rule', end_date = now(), updated_at = now(),
+	         message = 'trigger rule ' || ti.trigger_rule || ' can never be met: ' || ` + upstreamEndsSQL(tiTerminalSQL) + `
+	   WHERE ti.id = ANY (ARRAY (SELECT id FROM d WHERE d.d = ` + decisionSQLValue(trigger.Skip) + `))
+	     AND ti.state || '' IN ` + moveTriggerSkipped.From() + `
+	  RETURNING ti.id, ti.run_id, ti.task_id, ti.try_number, ti.message, ti.state)
 	INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
-	SELECT run_id, id, task_id, try_number, 'ti_upstream_failed', message FROM u`
+	SELECT run_id, id, task_id, try_number,
+	       CASE WHEN state = 'skipped' THEN '` + string(state.EventTISkipped) + `' ELSE '` + string(state.EventTIUpstreamFailed) + `' END,
+	       message
+	  FROM (SELECT * FROM f UNION ALL SELECT * FROM k) x`
 
-// upstreamFailedTx propagates upstream_failed through the runs to a fixed
-// point (each round goes one level deeper in the DAG).
-func upstreamFailedTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
+// upstreamEndsSQL lists the upstreams of the TI aliased ti whose state is
+// in the SQL list states, as "extract failed, load skipped", in
+// declaration order.
+func upstreamEndsSQL(states string) string {
+	return `coalesce((SELECT string_agg(up.task_id || ' ' || up.state, ', ' ORDER BY up.ordinal)
+	           FROM task_instances up
+	          WHERE up.run_id = ti.run_id AND up.task_id = ANY (ti.upstream) AND up.state IN ` + states + `), 'none ended')`
+}
+
+// resolveTx applies resolveSQL to the runs until it ends nothing more
+// (each round goes one level deeper in the DAG: a TI it ended is an
+// upstream of the next round's) and returns the TIs it ended.
+func resolveTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 	total := 0
 	for {
-		n, err := execCount(ctx, tx, upstreamFailedSQL, ids)
+		n, err := execCount(ctx, tx, resolveSQL, ids)
 		if err != nil || n == 0 {
 			return total, err
 		}

@@ -47,7 +47,7 @@ func TestSchedulingStepsAreLinearInRunWidth(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"upstream_failed", store.UpstreamFailedSQLForTest, []any{ids}},
+		{"resolve", store.ResolveSQLForTest, []any{ids}},
 		{"schedule and queue", store.ScheduleQueueSQLForTest, []any{ids, store.MaxQueuedPayloadForTest}},
 	} {
 		var out []byte

@@ -4,11 +4,13 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/vigil-sched/vigil/trigger"
 )
 
 // scheduleQueueSQL is the scheduler's steps 2 and 3 (docs/design.md §5)
-// in one statement: the none TIs of the given runs whose upstreams all
-// succeeded (or were skipped) become ready, and within each run's
+// in one statement: the none TIs of the given runs whose trigger rule is
+// met (decisionSQL; docs/trigger-rules.md) become ready, and within each run's
 // max_active_tasks (queued + running TIs of the run, the cap it
 // snapshotted at trigger time; docs/scheduler-resilience.md) the ready
 // and the already scheduled TIs are queued in declaration order; the
@@ -53,9 +55,7 @@ var scheduleQueueSQL = `
 	WITH ready AS MATERIALIZED (
 	  SELECT ti.id, ti.run_id, ti.ordinal FROM task_instances ti, runs r
 	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'
-	     AND NOT EXISTS (SELECT 1 FROM unnest(ti.upstream) AS u(task_id)
-	                      WHERE (SELECT up.state FROM task_instances up WHERE up.run_id = ti.run_id AND up.task_id = u.task_id)
-	                            NOT IN ` + tiDoneSQL + `)),
+	     AND ` + decisionSQL + ` = ` + decisionSQLValue(trigger.Run) + `),
 	room AS MATERIALIZED (
 	  SELECT r.id, r.max_active_tasks - (
 	           SELECT count(*) FROM task_instances a

@@ -78,6 +78,7 @@ var (
 	moveBatchSuccess     = mustMove(state.ActorAgent, state.TISuccess, state.TIRunning)
 	moveRetryDue         = mustMove(state.ActorScheduler, state.TIScheduled, state.TIUpForRetry)
 	moveUpstreamFailed   = mustMove(state.ActorScheduler, state.TIUpstreamFailed, state.TINone)
+	moveTriggerSkipped   = mustMove(state.ActorScheduler, state.TISkipped, state.TINone)
 	moveReadyScheduled   = mustMove(state.ActorScheduler, state.TIScheduled, state.TINone)
 	moveReadyQueued      = mustMove(state.ActorScheduler, state.TIQueued, state.TINone, state.TIScheduled)
 	moveOrphaned         = mustMove(state.ActorReaper, state.TIFailed, state.TINone)
