@@ -153,6 +153,12 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	}
 	run := decodeInto[protocol.Run](t, c.do("POST", "/v1/dags/contract/runs", opToken, "", nil, true, 201))
 	c.do("GET", "/v1/runs?state=queued&dag_id=contract&limit=5", opToken, "", nil, true, 200)
+	grid := decodeInto[protocol.DAGGrid](t, c.do("GET", "/v1/dags/contract/grid?limit=5", opToken, "", nil, true, 200))
+	require.Equal(t, []string{"hello"}, grid.Tasks)
+	require.Len(t, grid.Runs, 1)
+	require.Equal(t, run.ID, grid.Runs[0].ID)
+	c.do("GET", "/v1/dags/contract/grid?limit=101", opToken, "", nil, false, 400)
+	c.do("GET", "/v1/dags/nope/grid", opToken, "", nil, true, 404)
 
 	// Agent: register, claim, heartbeat, logs, complete.
 	reg := decodeInto[protocol.RegisterResponse](t, c.do("POST", "/v1/agents/register", agentToken, "",

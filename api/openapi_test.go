@@ -170,6 +170,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"Secret": protocol.Secret{}, "SecretList": protocol.SecretList{}, "SetSecretResponse": protocol.SetSecretResponse{},
 		"ClearResponse": protocol.ClearResponse{}, "ClearedTI": protocol.ClearedTI{}, "MarkResponse": protocol.MarkResponse{},
 		"MarkedTI": protocol.MarkedTI{},
+		"DAGGrid":  protocol.DAGGrid{}, "GridRun": protocol.GridRun{}, "GridCell": protocol.GridCell{},
 	}
 	requests := map[string]any{
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},

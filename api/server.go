@@ -220,6 +220,7 @@ var routeTable = []route{
 	{"POST /v1/dags/{dag_id}/pause", AccessOperator, (*Server).pauseDAG},
 	{"POST /v1/dags/{dag_id}/unpause", AccessOperator, (*Server).unpauseDAG},
 	{"GET /v1/dags/{dag_id}/next", AccessRead, (*Server).nextSlots},
+	{"GET /v1/dags/{dag_id}/grid", AccessRead, (*Server).dagGrid},
 	{"POST /v1/dags/{dag_id}/backfill", AccessOperator, (*Server).backfill},
 	{"GET /v1/runs", AccessRead, (*Server).listRuns},
 	{"GET /v1/runs/{run_id}", AccessRead, (*Server).getRun},
