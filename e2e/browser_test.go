@@ -128,6 +128,14 @@ func (b *browser) text(sel string) string {
 	return s
 }
 
+// count is the number of elements matching sel.
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	var n int
+	b.eval(fmt.Sprintf(`document.querySelectorAll(%q).length`, sel), &n)
+	return n
+}
+
 // shot saves a full-page PNG named name under screenshotDir.
 func (b *browser) shot(name string) {
 	b.t.Helper()

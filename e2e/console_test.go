@@ -42,6 +42,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	for name, spec := range consoleDAGs {
 		writeDAG(t, dags, name+".yaml", spec)
 	}
+	marker := filepath.Join(t.TempDir(), "fixed")
+	writeDAG(t, dags, "history.yaml", historyDAG(marker))
 	tokenFile := filepath.Join(t.TempDir(), "viewer.token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(viewerToken+"\n"), 0o600))
 	lite := startLite(t, liteOpts{DAGs: dags, Agents: 0, Extra: append([]string{"--viewer-token-file", tokenFile}, shortRecovery...)})
@@ -103,6 +105,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		why := b.text(sel)
 		assert.Contains(t, why, "decision")
 		assert.Regexp(t, `agent_lost: agent \S+ \(#\d+\) silent for .* after its last heartbeat at .*; retried on agent \S+ \(#\d+\) \(try 2\)`, why)
+		b.waitFor("the Gantt chart marks the reaped try", `#gantt g.gantt-bar[data-try="1"][data-reaped="agent_lost"]`)
+		b.waitFor("and the retry", `#gantt g.gantt-bar[data-try="2"][data-retry="true"][data-outcome="success"]`)
+		assert.Equal(t, 2, b.count(`#gantt g.gantt-bar`), "one bar per try")
+		assert.Contains(t, b.text(`#gantt g.gantt-bar[data-try="1"]`), "⚑ agent_lost", "the reap is written on the chart")
 		b.shot("run-detail-agent-lost")
 		b.open(lite.URL, "#/agents", `#agents tr[data-agent]`)
 		b.shot("agents")
@@ -238,13 +244,17 @@ func TestConsoleInABrowser(t *testing.T) {
 		cliOK(t, lite, "dags", "unpause", "gpu")
 	})
 
+	t.Run("a DAG's grid and durations, a run's Gantt chart", func(t *testing.T) {
+		consoleHistory(t, b.on(t), lite, marker)
+	})
+
 	t.Run("laptop width: no page scrolls sideways", func(t *testing.T) {
 		b := b.on(t)
 		b.run("a 1024 px window", chromedp.EmulateViewport(1024, 700))
 		defer b.run("back to 1280 px", chromedp.EmulateViewport(1280, 860))
 		for _, page := range []struct{ route, sel string }{
 			{"#/runs", "#runs tbody tr"}, {"#/runs/1", "#graph svg"}, {"#/cluster", "#replicas tr[data-replica]"},
-			{"#/agents", "#agents tr[data-agent]"}, {"#/at-risk", "#risk-queued"},
+			{"#/agents", "#agents tr[data-agent]"}, {"#/at-risk", "#risk-queued"}, {"#/dags/history", "#grid"},
 		} {
 			b.open(lite.URL, page.route, page.sel)
 			var fits bool

@@ -72,9 +72,8 @@ func (s *Store) DAGGrid(ctx context.Context, dagID string, limit, maxTIs int) (D
 		return DAGGrid{}, fmt.Errorf("grid of dag %q: limit %d and maxTIs %d must be positive", dagID, limit, maxTIs)
 	}
 	var g DAGGrid
-	err := s.pool.QueryRow(ctx, `
-		SELECT coalesce((SELECT array_agg(t->>'id' ORDER BY n) FROM jsonb_array_elements(spec->'tasks') WITH ORDINALITY AS x(t, n)), '{}')
-		  FROM dags WHERE dag_id = $1`, dagID).Scan(&g.Tasks)
+	err := s.pool.QueryRow(ctx, `SELECT jsonb_path_query_array(spec, '$.tasks[*].id') FROM dags WHERE dag_id = $1`, dagID).
+		Scan(&g.Tasks)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DAGGrid{}, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
 	}

@@ -5,6 +5,12 @@ const symbols = {
   up_for_retry: "↻", cancelled: "⊘", skipped: "»", none: "○", active: "●", inactive: "○",
 };
 
+// stateSymbol is a state's symbol alone, for the grid's cells and the
+// charts' marks, where the state's name is in the cell's title.
+export function stateSymbol(state) {
+  return symbols[state] || "•";
+}
+
 export function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }

@@ -1,8 +1,9 @@
 // DAGs: the list with each DAG's pause state and a trigger button, and a
 // DAG's page with its pause state, pause/unpause and its run parameters
 // (the spec's params, with their types and defaults).
-import { api } from "../api.js";
+import { api, serverNow } from "../api.js";
 import { esc, errorBox, fmtTime } from "../util.js";
+import { gridLimit, gridLimits, renderDurations, renderGrid } from "../history.js";
 
 const readOnly = ` disabled title="the viewer role is read-only"`;
 
@@ -33,7 +34,7 @@ function value(type, raw) {
   return raw;
 }
 
-export async function dagPage(ctx, dagID) {
+export async function dagPage(ctx, dagID, q) {
   const dag = await api("GET", `/v1/dags/${encodeURIComponent(dagID)}`);
   const spec = dag.spec || {};
   const params = spec.params || {};
@@ -48,6 +49,7 @@ export async function dagPage(ctx, dagID) {
       '<p class="muted">This DAG declares no run parameters.</p>'}
       <div class="actions"><button class="primary" type="submit" id="trigger-run"${ro}>Trigger</button> <a href="#/runs?dag=${encodeURIComponent(dagID)}">its runs</a></div>
       <div id="trigger-error"></div></form>`;
+  history(ctx, dagID, q);
   const showPaused = (paused) => {
     document.getElementById("dag-paused").innerHTML = pausedBadge(paused);
     if (ctx.session.viewer) return;
@@ -77,4 +79,24 @@ export async function dagPage(ctx, dagID) {
       location.hash = `#/runs/${r.id}`;
     } catch (e) { document.getElementById("trigger-error").innerHTML = errorBox(e); }
   };
+}
+
+// history adds the grid of the DAG's last runs and their durations to its
+// page, polled every 2 s like the runs list; the "Runs" control puts its
+// choice in the address (?runs=N).
+function history(ctx, dagID, q) {
+  const limit = gridLimit(q);
+  document.getElementById("trigger").insertAdjacentHTML("beforebegin", `<h2>Last runs</h2><div class="card"><div class="filters">
+    <label>Runs <select id="grid-limit">${gridLimits.map((n) => `<option${n === limit ? " selected" : ""}>${n}</option>`).join("")}</select></label>
+    <span class="muted">each cell is one task instance; it opens that try's logs</span></div><div id="grid-view"></div></div>
+    <h2>Run durations</h2><div class="card" id="durations"></div>`);
+  document.getElementById("grid-limit").onchange = (ev) => {
+    location.hash = `#/dags/${encodeURIComponent(dagID)}?runs=${ev.target.value}`;
+  };
+  ctx.every(2000, async () => {
+    const grid = await api("GET", `/v1/dags/${encodeURIComponent(dagID)}/grid?limit=${limit}`);
+    if (!ctx.live()) return;
+    renderGrid(document.getElementById("grid-view"), grid);
+    renderDurations(document.getElementById("durations"), grid, serverNow());
+  });
 }

@@ -1,13 +1,14 @@
 // Run detail: the graph, each TI's attempts, the event timeline with
 // every recovery decision marked and explained, and the run's actions.
-import { api, allEvents } from "../api.js";
+import { api, allEvents, serverNow } from "../api.js";
 import { isDecision } from "../decisions.js";
 import { renderGraph } from "../graph.js";
+import { renderGantt } from "../gantt.js";
 import { badge, esc, errorBox, fmtClock, fmtDur, fmtTime, parseDur } from "../util.js";
 import { duration } from "./runs.js";
 import { left } from "./atrisk.js";
 
-const ends = new Set(["ti_success", "ti_failed", "ti_cancelled", "ti_upstream_failed"]);
+const ends = new Set(["ti_success", "ti_failed", "ti_up_for_retry", "ti_cancelled", "ti_upstream_failed", "ti_skipped"]);
 
 // attempts groups a run's events by attempt id: claimed, started and
 // ended times, agent, try and the event that ended it.
@@ -48,6 +49,7 @@ export async function runPage(ctx, runID) {
   ctx.main.innerHTML = `<div id="run-head"></div>
     <div class="actions" id="run-actions"></div><div id="action-error"></div>
     <div class="card graph" id="graph"></div>
+    <h2>Tries over time</h2><div class="card gantt" id="gantt"></div>
     <div class="grid2"><div><h2>Task instances and attempts</h2><div class="card" id="tis"></div></div>
     <div><h2>Timeline</h2><div class="card" id="timeline"></div></div></div>`;
   let dagDeps = null;
@@ -70,7 +72,9 @@ export async function runPage(ctx, runID) {
     actions(ctx, run);
     const tasks = Object.fromEntries(run.task_instances.map((t) => [t.task_id, t.state]));
     await renderGraph(document.getElementById("graph"), runID, tasks, dagDeps);
-    tiTable(run, attempts(events), name, risk);
+    const atts = attempts(events);
+    renderGantt(document.getElementById("gantt"), run, atts, serverNow());
+    tiTable(run, atts, name, risk);
     timeline(events, name);
   });
 }
