@@ -22,6 +22,10 @@ export function outcome(a, ti) {
   return "open";
 }
 
+// offset writes a tick's distance from the first claim: milliseconds
+// below a second, where fmtDur's tenths would repeat.
+const offset = (ms) => (ms < 1000 ? `${Math.round(ms)}ms` : fmtDur(ms / 1000));
+
 const labelW = 190, chartW = 760, rowH = 26, top = 28;
 
 // renderGantt draws the attempts of run (pages/run.js attempts()) in
@@ -47,7 +51,7 @@ export function renderGantt(el, run, atts, now) {
     const t = t0 + f * (t1 - t0), px = x(t).toFixed(1);
     return `<line class="tick" x1="${px}" x2="${px}" y1="${top - 6}" y2="${top + bars.length * rowH}"/>
       <text class="axis" x="${px}" y="${top - 10}" text-anchor="${f === 0 ? "start" : f === 1 ? "end" : "middle"}">${
-        esc(f === 0 ? fmtClock(t) : `+${fmtDur((t - t0) / 1000)}`)}</text>`;
+        esc(f === 0 ? fmtClock(t) : `+${offset(t - t0)}`)}</text>`;
   }).join("");
   const rows = bars.map((b, i) => {
     const y = top + i * rowH + 4, h = rowH - 8;
