@@ -53,7 +53,10 @@ test: deps-test web
 # The chaos suite (docs/reliability.md) against bin/vigil: CHAOS_SEED,
 # CHAOS_FAULTS and CHAOS_DURATION configure it; the report goes to
 # CHAOS_REPORT (default: in its work directory). Exit 1 on any violation.
+# Its skewed agents run bin/testhooks/vigil, built with the test hooks
+# (internal/testhook), which no shipped build has.
 chaos: build
+	$(GO) build -tags vigil_testhooks -o bin/testhooks/ ./cmd/vigil ./cmd/vigil-supervise
 	$(GO) run ./chaos/cmd/chaos
 
 # Mutants of the code that decides harm (scripts/mutants.sh): each is

@@ -48,6 +48,9 @@ type Agent struct {
 	cl      *client
 	started atomic.Bool
 
+	// clockOffset shifts wallNow: zero but in a test build (wallclock.go).
+	clockOffset time.Duration
+
 	// Tunables outside Config; tests shorten them.
 	newBackoff   func() *backoff
 	reqTimeout   time.Duration
@@ -134,6 +137,12 @@ func New(cfg Config) (*Agent, error) {
 	a.st.upCh = make(chan struct{})
 	a.shipped = make(chan struct{})
 	a.setInterval(0) // Config or the default until the server replies
+	if a.clockOffset, err = clockOffsetFromEnv(); err != nil {
+		return nil, err
+	}
+	if a.clockOffset != 0 {
+		a.log.Warn("test hook: the agent's wall clock is offset", "offset", a.clockOffset.String())
+	}
 	return a, nil
 }
 

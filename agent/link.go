@@ -31,10 +31,11 @@ type linkState struct {
 
 // outage records one period of unreachability (KiCI agent reconnection).
 type outage struct {
-	start       time.Time
-	logEnd      uint64 // the log queue's End when it began: lines below sort before its markers
-	dropBase    uint64 // ring drops before the outage
-	heartbeats  int    // heartbeats due while down, superseded by the next one
+	start       time.Time // monotonic: the marker text's duration
+	wallStart   time.Time // the agent's wall clock (wallNow): the markers' Time
+	logEnd      uint64    // the log queue's End when it began: lines below sort before its markers
+	dropBase    uint64    // ring drops before the outage
+	heartbeats  int       // heartbeats due while down, superseded by the next one
 	markers     []protocol.LogLine
 	markersSent bool
 }
@@ -110,7 +111,7 @@ func (a *Agent) startOutageLocked() {
 	if (a.st.outage != nil && !a.st.outage.markersSent) || a.st.gen == 0 {
 		return
 	}
-	o := &outage{start: time.Now(), logEnd: a.logs.End(), dropBase: a.events.Dropped() + a.logs.Dropped()}
+	o := &outage{start: time.Now(), wallStart: a.wallNow(), logEnd: a.logs.End(), dropBase: a.events.Dropped() + a.logs.Dropped()}
 	a.st.outage = o
 	for _, att := range a.attempts {
 		a.reserveMarkerLocked(att)
@@ -126,7 +127,7 @@ func (a *Agent) startOutageLocked() {
 		seq := max(l.Seq, a.st.finishedSeq[id]) + 1
 		reserved[id] = seq
 		o.markers = append(o.markers, protocol.LogLine{
-			Attempt: l.Attempt, Seq: seq, Stream: protocol.StreamSystem, Time: o.start,
+			Attempt: l.Attempt, Seq: seq, Stream: protocol.StreamSystem, Time: o.wallStart,
 		})
 	}
 	a.st.finishedSeq = reserved // only attempts with queued lines can need it again
@@ -139,7 +140,7 @@ func (a *Agent) reserveMarkerLocked(att *attempt) {
 	}
 	att.seq++
 	o.markers = append(o.markers, protocol.LogLine{
-		Attempt: att.task.Attempt, Seq: att.seq, Stream: protocol.StreamSystem, Time: o.start,
+		Attempt: att.task.Attempt, Seq: att.seq, Stream: protocol.StreamSystem, Time: o.wallStart,
 	})
 }
 

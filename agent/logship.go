@@ -26,7 +26,7 @@ func (a *Agent) addLog(att *attempt, stream, text string) {
 	if att.mask != nil {
 		text = att.mask.Replace(text) // the one point every line of the attempt passes
 	}
-	now := time.Now()
+	now := a.wallNow()
 	a.mu.Lock()
 	for a.logs.Full() && a.st.state != stateDown && !a.logsClosed {
 		signal(a.wakeShip)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/internal/proctest"
+	"github.com/vigil-sched/vigil/internal/testhook"
 )
 
 // shortSeed is the fixed seed of the short run; a random one follows it.
@@ -24,7 +25,7 @@ const shortSeed = 20261124
 // printed; every invariant must hold. The report is printed; on failure
 // the work directory is kept for the post-mortem.
 func TestShortChaosRun(t *testing.T) {
-	bin := buildVigil(t)
+	bin, hooks := buildVigil(t), buildVigilHooks(t)
 	dir, err := os.MkdirTemp("", "vigil-chaos-test-*")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -35,7 +36,7 @@ func TestShortChaosRun(t *testing.T) {
 		_ = os.RemoveAll(dir)
 	})
 	cfg := Config{Seed: shortSeed, Faults: 50, Seed2: RandomSeed(), Faults2: 50, Duration: 60 * time.Second,
-		Agents: 4, WorkDir: dir, VigilBin: bin, Timing: DefaultTiming}
+		Agents: 4, WorkDir: dir, VigilBin: bin, HooksBin: hooks, Timing: DefaultTiming}
 	cfg.Report = filepath.Join(cfg.WorkDir, "report.txt")
 	t.Logf("short chaos run: fixed seed %d, random seed %d; replay one with CHAOS_SEED=<seed> CHAOS_FAULTS=50 make chaos",
 		cfg.Seed, cfg.Seed2)
@@ -54,6 +55,26 @@ func TestShortChaosRun(t *testing.T) {
 	for _, res := range rep.Verdict.Results {
 		assert.Positive(t, res.Checked, "invariant %s judged nothing", res.Invariant)
 	}
+	assertSkewed(t, rep.Verdict.Skews)
+}
+
+// assertSkewed checks that the skewed agents ran skewed: an agent ahead
+// and one behind, each with log times that say so (within 5 s of its
+// offset), so the run proved something about skew.
+func assertSkewed(t *testing.T, seen []SkewSeen) {
+	t.Helper()
+	ahead, behind := 0, 0
+	for _, s := range seen {
+		assert.InDelta(t, s.Set.Seconds(), s.Seen.Seconds(), 5, "instance %s: clock set %s off, its log times say %s", s.Instance, s.Set, s.Seen)
+		switch {
+		case s.Set > 0:
+			ahead++
+		case s.Set < 0:
+			behind++
+		}
+	}
+	assert.Positive(t, ahead, "an agent ran with its clock ahead: %+v", seen)
+	assert.Positive(t, behind, "an agent ran with its clock behind: %+v", seen)
 }
 
 func tail(path string) string {
@@ -68,5 +89,14 @@ func buildVigil(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, proctest.Build(dir, proctest.Commands...))
+	return filepath.Join(dir, "vigil")
+}
+
+// buildVigilHooks is buildVigil with the test hooks (testhook.Tag), for
+// the skewed agents.
+func buildVigilHooks(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, proctest.BuildTags(dir, testhook.Tag, proctest.Commands...))
 	return filepath.Join(dir, "vigil")
 }

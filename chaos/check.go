@@ -45,6 +45,7 @@ type Verdict struct {
 	RunLatency  []time.Duration // terminal time minus the last fault's end, runs live then
 	Failovers   []Failover
 	ReapedAlive []ReapedAlive
+	Skews       []SkewSeen
 }
 
 // Violations returns every violation of every invariant.
@@ -75,6 +76,7 @@ func Check(h *History) Verdict {
 	v.ReapedAlive = alive
 	v.Results = append(v.Results, checkProcesses(h))
 	v.Results = append(v.Results, checkSlots(h))
+	v.Skews = skewsSeen(h)
 	return v
 }
 

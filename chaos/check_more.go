@@ -91,7 +91,8 @@ func checkFencing(h *History, fos []Failover) Result {
 // that was never killed, the lines stored plus the dropped count equal
 // the lines it printed, and no outage left two gap markers (two markers
 // with the same agent timestamp), and an outage longer than the
-// reconnect bound inside the attempt's life left one.
+// reconnect bound inside the attempt's life left one (a marker carries
+// the agent's clock: a skewed agent's is read back by its offset).
 func checkLogs(h *History) Result {
 	ix := newIndex(h)
 	r := Result{Invariant: InvLogs}
@@ -127,7 +128,7 @@ func checkLogs(h *History) Result {
 			}
 			found := false
 			for _, m := range lg.Markers {
-				if !m.Before(f.Start) && !m.After(f.End) {
+				if m = h.agentTime(ex.Instance, m); !m.Before(f.Start) && !m.After(f.End) {
 					found = true
 				}
 			}
@@ -172,13 +173,30 @@ func (h *History) databaseFaultWithin(from, to time.Time) bool {
 	return false
 }
 
+// etcdElects reports whether fault f made etcd elect a raft leader: every
+// member restarted, or the raft leader killed or cut off from its peers.
+// A new raft leader's lessor extends every lease by an election timeout
+// before any can expire (etcd's lessor Promote), and the election itself
+// takes one, so a Vigil leader lost meanwhile keeps its etcd lease longer
+// than TTL + 2 s. A follower's kill or isolation leaves the raft leader
+// and its leases as they were, and is judged.
+func (f FaultRecord) etcdElects() bool {
+	switch f.Kind {
+	case EtcdRestart:
+		return true
+	case EtcdMemberKill, EtcdMemberPartition:
+		return f.Detail == etcdRaftLeader
+	}
+	return false
+}
+
 // Mode is the partition mode recorded in Detail ("cut" or "blackhole").
 func (f FaultRecord) Mode() string { return f.Detail }
 
 // checkLiveness: (a) no two replicas claimed leadership (vigil_leader 1)
-// in samples spanning more than TTL + 2 s; (b) after each leader kill or
-// stop, etcd named another leader within TTL + 2 s, unless etcd itself was
-// restarted meanwhile.
+// in samples spanning more than TTL + 2 s; (b) after each leader kill,
+// stop or cut from etcd, etcd named another leader within TTL + 2 s,
+// unless etcd itself had to elect a raft leader meanwhile (etcdElects).
 func checkLiveness(h *History) (Result, []Failover) {
 	r := Result{Invariant: InvLiveness}
 	bound := h.Timing.ElectionTTL + 2*time.Second
@@ -200,12 +218,12 @@ func checkLiveness(h *History) (Result, []Failover) {
 	}
 	var fos []Failover
 	for _, f := range h.Faults {
-		if f.Kind != LeaderKill && f.Kind != LeaderStop && f.Kind != LeaderStopMidTx {
+		if !f.Kind.leaderKind() {
 			continue
 		}
 		fo := Failover{Fault: f.Kind, Lost: f.Start, Old: f.Target}
 		for _, g := range h.Faults {
-			if g.Kind == EtcdRestart && g.Start.Before(f.Start.Add(bound)) && g.End.After(f.Start.Add(-bound)) {
+			if g.etcdElects() && g.Start.Before(f.Start.Add(bound)) && g.End.After(f.Start.Add(-bound)) {
 				fo.EtcdDown = true
 			}
 		}

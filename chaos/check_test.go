@@ -413,3 +413,54 @@ func TestSlotsAreExactlyOnePerSlot(t *testing.T) {
 	h.Schedule = ScheduleRecord{}
 	assert.Zero(t, checkSlots(h).Checked, "no schedule, nothing judged")
 }
+
+// A skewed agent stamps its gap markers with its own clock: the logs
+// check reads them back by its offset, and the skew is measured from the
+// log times.
+func TestASkewedAgentsMarkersAreReadOnItsClock(t *testing.T) {
+	h := cleanHistory()
+	h.Agents[0].ClockOffset = 5 * time.Minute
+	h.Faults = append(h.Faults, FaultRecord{Kind: AgentPartitionShort, Target: "a0-1", Start: at(1.2), End: at(4.8), Detail: "cut"})
+	h.Logs["A"] = AttemptLogs{Received: 3, Markers: []time.Time{at(2).Add(5 * time.Minute)}, First: at(1.01).Add(5 * time.Minute)}
+	h.Logs["C"] = AttemptLogs{Received: 2, First: at(12.02).Add(5 * time.Minute)}
+	assert.Empty(t, violationsOf(Check(h), InvLogs), "the marker at 2s on the harness's clock")
+	seen := Check(h).Skews
+	require.Len(t, seen, 1)
+	assert.Equal(t, SkewSeen{Instance: "a0-1", Set: 5 * time.Minute, Seen: 5*time.Minute + 20*time.Millisecond, N: 2}, seen[0])
+
+	h.Agents[0].ClockOffset = 0 // read as the harness's clock, the marker is 5 minutes off the partition
+	assert.NotEmpty(t, violationsOf(Check(h), InvLogs))
+}
+
+func TestAgentSkewsAreDeterministic(t *testing.T) {
+	s := AgentSkews(42, 4)
+	assert.Equal(t, s, AgentSkews(42, 4))
+	assert.NotEqual(t, s, AgentSkews(43, 4))
+	assert.Zero(t, s[0])
+	assert.Zero(t, s[2])
+	assert.GreaterOrEqual(t, s[skewAheadSlot], time.Minute)
+	assert.LessOrEqual(t, s[skewBehindSlot], -time.Minute)
+}
+
+// A leader cut from etcd is a leader lost like a kill: judged by
+// invariant 6 and the fence bound. An etcd fault excuses a failover only
+// when it made etcd elect a raft leader.
+func TestALeaderCutFromEtcdIsAFailover(t *testing.T) {
+	h := cleanHistory()
+	h.Faults[1].Kind = LeaderEtcdCut
+	v := Check(h)
+	require.Len(t, v.Failovers, 1)
+	assert.Empty(t, v.Violations())
+	h.Leaders[1].Etcd = "r1" // nobody replaced r1
+	assert.NotEmpty(t, violationsOf(Check(h), InvLiveness))
+
+	member := FaultRecord{Kind: EtcdMemberKill, Target: "etcd-m2", Start: at(29), End: at(31), Detail: etcdFollower}
+	h.Faults = append(h.Faults, member)
+	assert.NotEmpty(t, violationsOf(Check(h), InvLiveness), "a follower's kill leaves etcd's leases as they were")
+	for _, k := range []FaultKind{EtcdMemberKill, EtcdMemberPartition} {
+		h.Faults[len(h.Faults)-1].Kind, h.Faults[len(h.Faults)-1].Detail = k, etcdRaftLeader
+		v = Check(h)
+		assert.Empty(t, violationsOf(v, InvLiveness), "%s of the raft leader: etcd elected one", k)
+		assert.True(t, v.Failovers[0].EtcdDown)
+	}
+}

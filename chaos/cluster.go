@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/vigil-sched/vigil/store/pgcluster"
 )
@@ -29,19 +27,16 @@ const (
 // replica's database link and every agent's link to every replica
 // through its own toxiproxy proxy.
 type cluster struct {
-	cfg  Config
-	dir  string
-	tox  *toxiproxy.ApiServer
-	rec  *recorder
-	mu   sync.Mutex // guards etcd and pg
-	etcd *embed.Etcd
-	// etcdClient, etcdPeer are fixed so a restart listens where replicas
-	// look.
-	etcdClient, etcdPeer url.URL
-	pg                   *pgcluster.Cluster
-	pgCfg                pgcluster.Config
-	replicas             []*replica
-	agents               []*agentSlot
+	cfg      Config
+	dir      string
+	tox      *toxiproxy.ApiServer
+	rec      *recorder
+	mu       sync.Mutex // guards etcd and pg
+	etcd     *etcdCluster
+	pg       *pgcluster.Cluster
+	pgCfg    pgcluster.Config
+	replicas []*replica
+	agents   []*agentSlot
 	// procMu guards every procSlot's fields, procs and stopping.
 	procMu sync.Mutex
 	// procs is every process the harness ever started, oldest first:
@@ -60,6 +55,9 @@ type replica struct {
 	url     string // direct, for the operator and the harness
 	args    []string
 	dbProxy *toxiproxy.Proxy
+	// etcdProxies are its links to the etcd members, one each, in
+	// --etcd-endpoints: a leader_etcd_cut stops them.
+	etcdProxies []*toxiproxy.Proxy
 	procSlot
 	starts int
 }
@@ -74,6 +72,8 @@ type agentSlot struct {
 	procSlot
 	instance string
 	starts   int
+	// skew offsets its agents' wall clock (AgentSkews); zero: none.
+	skew time.Duration
 }
 
 // agentTags gives every required tag set two agents or more, so one
@@ -120,51 +120,15 @@ func startCluster(ctx context.Context, cfg Config, rec *recorder) (*cluster, err
 }
 
 func (c *cluster) startEtcd() error {
-	for _, u := range []*url.URL{&c.etcdClient, &c.etcdPeer} {
-		a, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		*u = url.URL{Scheme: "http", Host: a}
-	}
-	return c.runEtcd()
+	ec, err := startEtcdCluster(c.dir)
+	c.etcd = ec
+	return err
 }
 
-// runEtcd starts the embedded etcd on the cluster's fixed URLs and data
-// directory (a restart keeps its data, leases included).
-func (c *cluster) runEtcd() error {
-	ec := embed.NewConfig()
-	ec.Name = "chaos"
-	ec.Dir = filepath.Join(c.dir, "etcd")
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{c.etcdClient}, []url.URL{c.etcdClient}
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{c.etcdPeer}, []url.URL{c.etcdPeer}
-	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
-	ec.LogLevel = "error"
-	ec.LogOutputs = []string{filepath.Join(c.dir, "etcd.log")}
-	var e *embed.Etcd
-	var err error
-	for try := 0; try < 20; try++ { // the old listeners may take a moment to close
-		if e, err = embed.StartEtcd(ec); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("start etcd: %w", err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		e.Close()
-		return fmt.Errorf("etcd not ready within 30s")
-	}
-	c.etcd = e
-	return nil
-}
-
+// stopEtcd stops every etcd member for good.
 func (c *cluster) stopEtcd() {
 	if c.etcd != nil {
-		c.etcd.Close()
+		c.etcd.stopAll(true)
 		c.etcd = nil
 	}
 }
@@ -221,14 +185,24 @@ func (c *cluster) addReplica(i int) error {
 	if err != nil {
 		return err
 	}
+	var etcdProxies []*toxiproxy.Proxy
+	var endpoints []string
+	for _, m := range c.etcd.members {
+		p, err := c.proxy(fmt.Sprintf("etcd-%s-%s", id, m.name), m.client.Host)
+		if err != nil {
+			return err
+		}
+		etcdProxies = append(etcdProxies, p)
+		endpoints = append(endpoints, "http://"+p.Listen)
+	}
 	listen, err := freeAddr()
 	if err != nil {
 		return err
 	}
 	t := c.cfg.Timing
 	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pgcluster.User, dbp.Listen, pgcluster.DefaultDBName)
-	r := &replica{id: id, url: "http://" + listen, dbProxy: dbp, args: []string{"server",
-		"--database-url", dbURL, "--etcd-endpoints", c.etcdClient.String(), "--listen", listen,
+	r := &replica{id: id, url: "http://" + listen, dbProxy: dbp, etcdProxies: etcdProxies, args: []string{"server",
+		"--database-url", dbURL, "--etcd-endpoints", strings.Join(endpoints, ","), "--listen", listen,
 		"--replica-id", id, "--agent-token", agentToken, "--operator-token", operatorToken, "--log-format", "json",
 		"--election-ttl", t.ElectionTTL.String(), "--tick-interval", t.Tick.String(),
 		"--heartbeat-interval", t.HeartbeatInterval.String(), "--agent-lost-threshold", t.AgentLost.String(),
@@ -276,6 +250,9 @@ func (c *cluster) leader() *replica {
 
 func (c *cluster) addAgent(slot int) error {
 	a := &agentSlot{slot: slot, name: fmt.Sprintf("agent-%d", slot), tags: agentTags[slot%len(agentTags)]}
+	if c.cfg.HooksBin != "" {
+		a.skew = AgentSkews(c.cfg.Seed, c.cfg.Agents)[slot]
+	}
 	for _, r := range c.replicas {
 		p, err := c.proxy(fmt.Sprintf("a%d-%s", slot, r.id), strings.TrimPrefix(r.url, "http://"))
 		if err != nil {

@@ -202,6 +202,9 @@ func collectLogs(ctx context.Context, conn *pgx.Conn, h *History) error {
 				l.Markers = append(l.Markers, ts)
 			}
 		} else {
+			if l.First.IsZero() || ts.Before(l.First) {
+				l.First = ts
+			}
 			l.Received++
 			if !strings.HasPrefix(line, "line ") && len(l.Odd) < 3 {
 				l.Odd = append(l.Odd, stream+": "+line)

@@ -30,6 +30,10 @@ type Config struct {
 	WorkDir string
 	// VigilBin is the vigil binary to run.
 	VigilBin string
+	// HooksBin is vigil built with the test hooks (-tags vigil_testhooks,
+	// internal/testhook): the skewed agents run it (AgentSkews). Empty: no
+	// agent is skewed.
+	HooksBin string
 	// Report is the path of the report file.
 	Report string
 	// Timing is the cluster's timing, DefaultTiming unless set.

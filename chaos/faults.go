@@ -40,13 +40,15 @@ func (c *cluster) apply(ctx context.Context, f Fault) (FaultRecord, error) {
 		err := c.restartPostgres(ctx, f.Kind == PostgresImmediate, f.Hold)
 		rec.End = time.Now()
 		return rec, err
+	case f.Kind == EtcdMemberKill || f.Kind == EtcdMemberPartition:
+		return c.applyEtcdMember(f, rec)
 	case f.Kind == EtcdRestart:
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		rec.Target, rec.Start = "etcd", time.Now()
-		c.stopEtcd()
+		c.etcd.stopAll(false)
 		time.Sleep(f.Hold)
-		err := c.runEtcd()
+		err := c.etcd.startAll()
 		rec.End = time.Now()
 		return rec, err
 	case f.Kind == DatabaseSlow:
@@ -100,13 +102,13 @@ func (c *cluster) applyAgent(ctx context.Context, f Fault, rec FaultRecord) (Fau
 
 func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (FaultRecord, error) {
 	wait := 5 * time.Second
-	if f.Kind == LeaderKill || f.Kind == LeaderStop || f.Kind == LeaderStopMidTx {
+	if f.Kind.leaderKind() {
 		wait = leaderWait // a leader fault waits for the next leader rather than being dropped
 	}
 	lead := c.awaitLeader(ctx, wait)
 	target := c.replicas[f.Pick%len(c.replicas)]
 	switch f.Kind {
-	case LeaderKill, LeaderStop, LeaderStopMidTx:
+	case LeaderKill, LeaderStop, LeaderStopMidTx, LeaderEtcdCut:
 		if lead == nil {
 			return rec, fmt.Errorf("no leader to target within %s", wait)
 		}
@@ -146,6 +148,34 @@ func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (F
 		rec.Detail = f.Mode
 		rec.Start = time.Now()
 		err = sever([]*toxiproxy.Proxy{target.dbProxy}, f.Mode, f.Hold)
+		rec.End = time.Now()
+	case LeaderEtcdCut:
+		rec.Detail = f.Mode
+		rec.Start = time.Now()
+		err = sever(target.etcdProxies, f.Mode, f.Hold)
+		rec.End = time.Now()
+	}
+	return rec, err
+}
+
+// applyEtcdMember kills (hard stop, then a start after the hold) or
+// isolates one etcd member, the seeded pick. Detail says whether it was
+// etcd's raft leader at the injection: losing the raft leader makes etcd
+// elect another, whose lessor extends every lease (invariant 6).
+func (c *cluster) applyEtcdMember(f Fault, rec FaultRecord) (FaultRecord, error) {
+	m := c.etcd.member(f.Pick)
+	rec.Target, rec.Detail = "etcd-"+m.name, c.etcd.role(m)
+	rec.Start = time.Now()
+	var err error
+	if f.Kind == EtcdMemberKill {
+		c.etcd.stop(m)
+		time.Sleep(f.Hold)
+		rec.End = time.Now()
+		err = c.etcd.start(m)
+	} else {
+		c.etcd.isolate(m, true)
+		time.Sleep(f.Hold)
+		c.etcd.isolate(m, false)
 		rec.End = time.Now()
 	}
 	return rec, err

@@ -182,6 +182,10 @@ type AgentInstance struct {
 	Started  time.Time
 	Ended    time.Time // zero while running at collection
 	Killed   bool      // ended by kill -9
+	// ClockOffset is how far its wall clock was off (the test hook
+	// internal/testhook.EnvAgentClockOffset): the times it stamped on its
+	// log lines and gap markers are that far from the harness's.
+	ClockOffset time.Duration
 }
 
 // Event is one row of the events table.
@@ -226,6 +230,8 @@ type AttemptLogs struct {
 	Received int         // stdout and stderr lines
 	Dropped  int         // the sum of the "(N dropped)" counts of its gap markers
 	Markers  []time.Time // the agent timestamps of its gap markers
+	// First is the agent timestamp of its first stdout or stderr line.
+	First time.Time
 	// Odd holds stored stdout/stderr lines that are not the task's own
 	// "line i of n" lines (at most a few), to explain a mismatch.
 	Odd []string

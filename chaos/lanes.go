@@ -107,7 +107,7 @@ func later(a, b time.Time) time.Time {
 // started (FaultRecord.Lag), over all faults and per kind of lane, for
 // the report.
 func lagSummary(fs []FaultRecord) string {
-	var all, control, agents, slow []time.Duration
+	var all, control, agents, slow, etcd []time.Duration
 	for _, f := range fs {
 		lag := max(f.Lag, 0)
 		all = append(all, lag)
@@ -116,10 +116,12 @@ func lagSummary(fs []FaultRecord) string {
 			control = append(control, lag)
 		case laneSlow:
 			slow = append(slow, lag)
+		case laneEtcd:
+			etcd = append(etcd, lag)
 		default:
 			agents = append(agents, lag)
 		}
 	}
-	return fmt.Sprintf("all %s; control lane %s; agent lanes %s; slow-database lane %s",
-		percentiles(all), percentiles(control), percentiles(agents), percentiles(slow))
+	return fmt.Sprintf("all %s; control lane %s; agent lanes %s; slow-database lane %s; etcd lane %s",
+		percentiles(all), percentiles(control), percentiles(agents), percentiles(slow), percentiles(etcd))
 }

@@ -38,10 +38,10 @@ func (r *recorder) fault(f FaultRecord) {
 	r.faults = append(r.faults, f)
 }
 
-func (r *recorder) agentStarted(inst, name string) {
+func (r *recorder) agentStarted(inst, name string, skew time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.agents[inst] = &AgentInstance{Instance: inst, Name: name, Started: time.Now()}
+	r.agents[inst] = &AgentInstance{Instance: inst, Name: name, Started: time.Now(), ClockOffset: skew}
 	r.order = append(r.order, inst)
 }
 
@@ -133,7 +133,7 @@ func scrapeLeader(base string) (leads bool, brake bool, ok bool) {
 // sampleLeaders records, every interval until ctx ends, which replicas
 // claim to lead (their /metrics) and whom etcd's election names.
 func (c *cluster) sampleLeaders(ctx context.Context, every time.Duration) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcdClient.String()}, DialTimeout: time.Second,
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.clientURLs(), DialTimeout: time.Second,
 		Logger: zap.NewNop()}) // etcd restarts are faults here, not news
 	if err != nil {
 		return

@@ -24,15 +24,25 @@ const (
 	FollowerRestart     FaultKind = "follower_restart"      // SIGTERM and start of a follower
 	PostgresFast        FaultKind = "postgres_restart_fast" // pg_ctl stop -m fast, start
 	PostgresImmediate   FaultKind = "postgres_restart_immediate"
-	EtcdRestart         FaultKind = "etcd_restart"   // the embedded etcd closed and started again
-	ReplicaDBCut        FaultKind = "replica_db_cut" // one replica's database link cut or black-holed
-	DatabaseSlow        FaultKind = "database_slow"  // every replica's database link delayed
+	EtcdRestart         FaultKind = "etcd_restart"          // every etcd member stopped and started again
+	ReplicaDBCut        FaultKind = "replica_db_cut"        // one replica's database link cut or black-holed
+	DatabaseSlow        FaultKind = "database_slow"         // every replica's database link delayed
+	EtcdMemberKill      FaultKind = "etcd_member_kill"      // one etcd member hard-stopped, started again after the hold
+	EtcdMemberPartition FaultKind = "etcd_member_partition" // one etcd member cut off from its peers
+	LeaderEtcdCut       FaultKind = "leader_etcd_cut"       // the leader's links to etcd cut or black-holed, not its database link
 )
 
 // AllKinds lists every fault kind, in report order.
 var AllKinds = []FaultKind{AgentKill, AgentStopShort, AgentStopLong, AgentPartitionShort, AgentPartitionLong,
 	AgentLatency, LeaderKill, LeaderStop, LeaderStopMidTx, AttachedReplicaStop, FollowerRestart,
-	PostgresFast, PostgresImmediate, EtcdRestart, ReplicaDBCut, DatabaseSlow}
+	PostgresFast, PostgresImmediate, EtcdRestart, ReplicaDBCut, DatabaseSlow,
+	EtcdMemberKill, EtcdMemberPartition, LeaderEtcdCut}
+
+// leaderKind reports whether k targets the leading replica: the
+// cluster loses its leader, and another must take over (invariant 6).
+func (k FaultKind) leaderKind() bool {
+	return k == LeaderKill || k == LeaderStop || k == LeaderStopMidTx || k == LeaderEtcdCut
+}
 
 // agentKind reports whether k targets one agent.
 func (k FaultKind) agentKind() bool {
@@ -107,7 +117,7 @@ func Plan(seed int64, n, agents int, gap time.Duration, t Timing) []Fault {
 		switch k {
 		case AgentKill:
 			f.Rename = r.IntN(3) == 0
-		case AgentPartitionShort, AgentPartitionLong, ReplicaDBCut:
+		case AgentPartitionShort, AgentPartitionLong, ReplicaDBCut, LeaderEtcdCut:
 			f.Mode = []string{"cut", "blackhole"}[r.IntN(2)]
 		case AgentLatency:
 			f.Delay = time.Duration(50+r.IntN(450)) * time.Millisecond
@@ -121,8 +131,9 @@ func Plan(seed int64, n, agents int, gap time.Duration, t Timing) []Fault {
 
 // The lanes that are not an agent slot's (agent slots are lanes 0, 1, ...).
 const (
-	laneControl = -1 // every control-plane fault: replicas, PostgreSQL, etcd, one replica's database link
+	laneControl = -1 // the replicas, PostgreSQL, one replica's database or etcd links
 	laneSlow    = -2 // DatabaseSlow
+	laneEtcd    = -3 // the etcd members: one member fault at a time keeps a quorum
 )
 
 // lane is f's lane: its agent slot for an agent fault, else laneSlow or
@@ -134,8 +145,15 @@ func (f Fault) lane() int {
 		return f.Agent
 	case f.Kind == DatabaseSlow:
 		return laneSlow
+	case f.Kind.etcdKind():
+		return laneEtcd
 	}
 	return laneControl
+}
+
+// etcdKind reports whether k targets the etcd members.
+func (k FaultKind) etcdKind() bool {
+	return k == EtcdRestart || k == EtcdMemberKill || k == EtcdMemberPartition
 }
 
 // maxImpaired bounds the agents impaired at once (see Plan).
@@ -184,8 +202,12 @@ func holdFor(r *rand.Rand, k FaultKind, t Timing) time.Duration {
 		return between(r, 2*time.Second, 8*time.Second)
 	case LeaderKill:
 		return between(r, 500*time.Millisecond, 2*time.Second)
-	case LeaderStop, LeaderStopMidTx, AttachedReplicaStop:
+	case LeaderStop, LeaderStopMidTx, AttachedReplicaStop, LeaderEtcdCut:
 		return between(r, ttl+500*time.Millisecond, ttl+3*time.Second)
+	case EtcdMemberKill:
+		return between(r, 500*time.Millisecond, 3*time.Second)
+	case EtcdMemberPartition:
+		return between(r, time.Second, 5*time.Second)
 	case FollowerRestart, PostgresFast, PostgresImmediate, EtcdRestart:
 		return between(r, 200*time.Millisecond, 2*time.Second)
 	case ReplicaDBCut:
@@ -199,10 +221,30 @@ func holdFor(r *rand.Rand, k FaultKind, t Timing) time.Duration {
 // restarted process must come back, a new leader must be elected.
 func settle(k FaultKind, t Timing) time.Duration {
 	switch k {
-	case LeaderKill, LeaderStop, LeaderStopMidTx, EtcdRestart, PostgresFast, PostgresImmediate:
+	case LeaderKill, LeaderStop, LeaderStopMidTx, EtcdRestart, PostgresFast, PostgresImmediate,
+		LeaderEtcdCut, EtcdMemberKill, EtcdMemberPartition:
 		return t.ElectionTTL + time.Second
 	case AgentKill:
 		return 2 * time.Second
 	}
 	return 500 * time.Millisecond
+}
+
+// Skewed agent slots: their wall clock is minutes off, one ahead and one
+// behind, for the whole run (docs/reliability.md, "The cluster").
+const (
+	skewAheadSlot  = 1
+	skewBehindSlot = 3
+)
+
+// AgentSkews draws from seed the wall-clock offset of each of agents
+// slots: 1 to 10 minutes ahead for slot skewAheadSlot, 1 to 10 minutes
+// behind for skewBehindSlot, none for the others. The same seed gives
+// the same skews.
+func AgentSkews(seed int64, agents int) []time.Duration {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x5ca1ab1e))
+	out := make([]time.Duration, agents)
+	out[skewAheadSlot] = between(r, time.Minute, 10*time.Minute).Round(time.Second)
+	out[skewBehindSlot] = -between(r, time.Minute, 10*time.Minute).Round(time.Second)
+	return out
 }

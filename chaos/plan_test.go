@@ -38,8 +38,15 @@ func TestPlanIsDeterministicAndKeepsLanesApart(t *testing.T) {
 			assert.Less(t, f.Hold, DefaultTiming.AgentLost, "short is below the threshold")
 		case AgentStopLong, AgentPartitionLong:
 			assert.Greater(t, f.Hold, DefaultTiming.AgentLost, "long is past the threshold")
-		case LeaderStop, LeaderStopMidTx:
+		case LeaderStop, LeaderStopMidTx, LeaderEtcdCut:
 			assert.Greater(t, f.Hold, DefaultTiming.ElectionTTL, "past the election TTL")
+		}
+		switch f.Kind {
+		case EtcdRestart, EtcdMemberKill, EtcdMemberPartition:
+			assert.Equal(t, laneEtcd, f.lane(), "one etcd fault at a time: %+v", f)
+		case LeaderEtcdCut:
+			assert.Equal(t, laneControl, f.lane(), "a leader fault: %+v", f)
+			assert.Contains(t, []string{"cut", "blackhole"}, f.Mode)
 		}
 	}
 }

@@ -30,8 +30,9 @@ type proc struct {
 }
 
 // startProc starts bin with args, output appended to logPath, in a clean
-// environment (PATH, HOME and its own TMPDIR only); watch reaps it.
-func startProc(bin, name, logPath, tmp string, args ...string) (*proc, error) {
+// environment (PATH, HOME and its own TMPDIR only, plus env); watch reaps
+// it.
+func startProc(bin string, env []string, name, logPath, tmp string, args ...string) (*proc, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func startProc(bin, name, logPath, tmp string, args ...string) (*proc, error) {
 	}
 	defer out.Close()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + tmp}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + tmp}, env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -92,11 +92,12 @@ func (r *Report) Text() string {
 			fenced = append(fenced, f.Fenced)
 		}
 	}
-	fmt.Fprintf(&b, "failover: %d leaders lost, %d judged (%d with etcd restarted within TTL + 2 s)\n",
+	fmt.Fprintf(&b, "failover: %d leaders lost, %d judged (%d with etcd electing a raft leader within TTL + 2 s)\n",
 		len(r.Verdict.Failovers), len(r.Verdict.Failovers)-etcdDown, etcdDown)
 	fmt.Fprintf(&b, "failover: leader lost -> etcd names another: %s\n", percentiles(elected))
 	fmt.Fprintf(&b, "failover: leader lost -> fence taken by another: %s\n", percentiles(fenced))
 	fmt.Fprintf(&b, "reaped executions still alive at the reap: %d\n", len(r.Verdict.ReapedAlive))
+	fmt.Fprintf(&b, "agent clock skew (log times less the journal's): %s\n", skewLine(r.Verdict.Skews))
 	vs := r.Violations()
 	fmt.Fprintf(&b, "violations: %d\n", len(vs))
 	for _, v := range vs {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vigil-sched/vigil/internal/testhook"
 )
 
 // procSlot is one position the harness keeps a process in, a replica or
@@ -39,7 +41,7 @@ func (c *cluster) startReplicaLocked(r *replica, supervised bool) error {
 	r.starts++
 	name := fmt.Sprintf("server-%s-%d", r.id, r.starts)
 	pr := Process{Role: RoleReplica, Slot: r.id, Claim: r.id, Instance: name, Supervised: supervised}
-	return c.launch(&r.procSlot, pr, filepath.Join(c.dir, name+".log"), r.args,
+	return c.launch(&r.procSlot, pr, execSpec{bin: c.cfg.VigilBin, args: r.args}, filepath.Join(c.dir, name+".log"),
 		func() error { return c.startReplicaLocked(r, true) })
 }
 
@@ -71,19 +73,32 @@ func (c *cluster) startAgentLocked(a *agentSlot, rename, supervised bool) error 
 		args = append(args, "--tags", strings.Join(a.tags, ","))
 	}
 	pr := Process{Role: RoleAgent, Slot: fmt.Sprintf("agent-%d", a.slot), Claim: a.name, Instance: a.instance, Supervised: supervised}
-	err := c.launch(&a.procSlot, pr, filepath.Join(c.dir, "agent-"+a.instance+".log"), args,
+	spec := execSpec{bin: c.cfg.VigilBin, args: args}
+	if a.skew != 0 { // the test build: the shipped one has no clock hook
+		spec.bin = c.cfg.HooksBin
+		spec.env = []string{testhook.EnvAgentClockOffset + "=" + a.skew.String()}
+	}
+	err := c.launch(&a.procSlot, pr, spec, filepath.Join(c.dir, "agent-"+a.instance+".log"),
 		func() error { return c.startAgentLocked(a, false, true) })
 	if err == nil {
-		c.rec.agentStarted(a.instance, a.name)
+		c.rec.agentStarted(a.instance, a.name, a.skew)
 	}
 	return err
+}
+
+// execSpec is what launch runs: a binary, its arguments and what it adds
+// to the clean environment.
+type execSpec struct {
+	bin  string
+	args []string
+	env  []string
 }
 
 // launch starts pr's process in slot s (procMu held). A process still
 // alive in s is killed first and recorded as EndReplaced; if it will not
 // die, launch refuses rather than run two. The new process is tracked in
 // procs and recorded; restart starts s again (the supervisor's).
-func (c *cluster) launch(s *procSlot, pr Process, logPath string, args []string, restart func() error) error {
+func (c *cluster) launch(s *procSlot, pr Process, spec execSpec, logPath string, restart func() error) error {
 	if c.stopping {
 		return errStopping
 	}
@@ -94,7 +109,7 @@ func (c *cluster) launch(s *procSlot, pr Process, logPath string, args []string,
 				pr.Slot, old.name, old.pid())
 		}
 	}
-	p, err := startProc(c.cfg.VigilBin, pr.Instance, logPath, filepath.Join(c.dir, "tmp", pr.Instance), args...)
+	p, err := startProc(spec.bin, spec.env, pr.Instance, logPath, filepath.Join(c.dir, "tmp", pr.Instance), spec.args...)
 	if err != nil {
 		s.held = false
 		c.superviseAfter(s, s.proc, restart)

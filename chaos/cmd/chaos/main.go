@@ -2,7 +2,9 @@
 // cluster under seeded faults, then the invariant checker. `make chaos`
 // builds bin/vigil and runs it. Configuration comes from the environment:
 // CHAOS_SEED, CHAOS_FAULTS, CHAOS_DURATION (see chaos.ConfigFromEnv), plus
-// CHAOS_VIGIL (the binary, default bin/vigil), CHAOS_DIR (the work
+// CHAOS_VIGIL (the binary, default bin/vigil), CHAOS_VIGIL_HOOKS (the
+// same built with the test hooks, for the skewed agents; default
+// bin/testhooks/vigil), CHAOS_DIR (the work
 // directory, default a new temporary one) and CHAOS_REPORT (default
 // CHAOS_DIR/report.txt). It exits 1 on any violation, 2 on a bad setting.
 package main
@@ -31,6 +33,16 @@ func main() {
 	}
 	if _, err := os.Stat(cfg.VigilBin); err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: CHAOS_VIGIL=%s (environment or default): %v; run make build first\n", cfg.VigilBin, err)
+		os.Exit(2)
+	}
+	cfg.HooksBin = envOr("CHAOS_VIGIL_HOOKS", "bin/testhooks/vigil")
+	if cfg.HooksBin, err = filepath.Abs(cfg.HooksBin); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: CHAOS_VIGIL_HOOKS:", err)
+		os.Exit(2)
+	}
+	if _, err := os.Stat(cfg.HooksBin); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: CHAOS_VIGIL_HOOKS=%s (environment or default): %v; make chaos builds it "+
+			"(go build -tags vigil_testhooks -o bin/testhooks/ ./cmd/vigil ./cmd/vigil-supervise)\n", cfg.HooksBin, err)
 		os.Exit(2)
 	}
 	if hist := os.Getenv("CHAOS_HISTORY"); hist != "" {

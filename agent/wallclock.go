@@ -1,0 +1,14 @@
+package agent
+
+import "time"
+
+// wallNow is the agent's wall clock, the one reading the agent sends: the
+// time of each log line and gap marker (protocol.LogLine.Time), which the
+// control plane stores and shows and decides nothing by (docs/design.md
+// §4 logs; every decision reads the database clock). Durations and
+// deadlines use the monotonic clock and never this offset.
+//
+// clockOffset is zero but in a vigil built with the vigil_testhooks tag
+// (internal/testhook.EnvAgentClockOffset), where the chaos suite runs
+// agents whose wall clock is minutes off (docs/reliability.md).
+func (a *Agent) wallNow() time.Time { return time.Now().Add(a.clockOffset).Round(0) }
