@@ -1,4 +1,4 @@
--- Vigil schema, version 22: a DAG's runs by id, for the console's grid
+-- Vigil schema, version 23: a DAG's runs by id, for the console's grid
 -- and duration chart (GET /v1/dags/{dag_id}/grid) and `runs list --dag`.
 --
 -- The newest runs of one DAG were read from runs' primary key backwards,
