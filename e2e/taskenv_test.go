@@ -35,7 +35,8 @@ tasks:
 	allow := agent.DefaultTaskEnvAllowList()
 	task := map[string]bool{"FROM_DAG": true, agent.EnvRunID: true, agent.EnvDAGID: true, agent.EnvTaskID: true,
 		agent.EnvTryNumber: true, agent.EnvAttemptID: true, agent.EnvTIID: true, agent.EnvRunType: true,
-		agent.EnvLogicalDate: true, agent.EnvDataIntervalStart: true, agent.EnvDataIntervalEnd: true}
+		agent.EnvLogicalDate: true, agent.EnvDataIntervalStart: true, agent.EnvDataIntervalEnd: true,
+		agent.EnvOutput: true} // the attempt's own output file (docs/task-environment.md)
 	for _, l := range taskLogs(t, lite, run.ID, "env").Lines {
 		if l.Stream != "stdout" {
 			continue
