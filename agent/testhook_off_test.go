@@ -8,15 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/vigil-sched/vigil/internal/testhook"
 )
 
 // The shipped build reads no clock offset from the environment: with
-// testhook.EnvAgentClockOffset set, the agent's wall clock is the
+// EnvTestClockOffset set, the agent's wall clock is the
 // machine's. Not parallel: it sets the environment.
 func TestShippedBuildIgnoresTheClockOffsetEnvironment(t *testing.T) {
-	t.Setenv(testhook.EnvAgentClockOffset, "5m")
+	t.Setenv(EnvTestClockOffset, "5m")
 	a, err := New(Config{Servers: []string{"http://127.0.0.1:1"}, Token: fakeToken, Name: "shipped", SupervisorPath: supervisorBin})
 	require.NoError(t, err)
 	assert.Zero(t, a.clockOffset)

@@ -9,6 +9,13 @@ import "time"
 // deadlines use the monotonic clock and never this offset.
 //
 // clockOffset is zero but in a vigil built with the vigil_testhooks tag
-// (internal/testhook.EnvAgentClockOffset), where the chaos suite runs
-// agents whose wall clock is minutes off (docs/reliability.md).
+// (EnvTestClockOffset), where the chaos suite runs agents whose wall
+// clock is minutes off (docs/reliability.md).
 func (a *Agent) wallNow() time.Time { return time.Now().Add(a.clockOffset).Round(0) }
+
+// EnvTestClockOffset names the environment variable that, in a vigil
+// built with the vigil_testhooks tag (internal/testhook.Tag), offsets a
+// `vigil agent`'s wall clock by its value (a Go duration): the chaos
+// suite's skewed agents. Go reads the clock through the vDSO, so faketime
+// cannot do it. The shipped build ignores it (testhook_off.go).
+const EnvTestClockOffset = "VIGIL_TESTHOOK_AGENT_CLOCK_OFFSET"

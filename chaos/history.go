@@ -183,7 +183,7 @@ type AgentInstance struct {
 	Ended    time.Time // zero while running at collection
 	Killed   bool      // ended by kill -9
 	// ClockOffset is how far its wall clock was off (the test hook
-	// internal/testhook.EnvAgentClockOffset): the times it stamped on its
+	// agent.EnvTestClockOffset): the times it stamped on its
 	// log lines and gap markers are that far from the harness's.
 	ClockOffset time.Duration
 }

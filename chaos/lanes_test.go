@@ -69,7 +69,7 @@ func TestALaneNeverOverlapsEvenWhenAFaultOverrunsItsHold(t *testing.T) {
 	assert.Equal(t, 8*time.Second, runs[1].Rec.Lag, "8 s behind plan: the first fault's overrun")
 	assert.Equal(t, time.Duration(0), runs[0].Rec.Lag)
 	assert.Equal(t, time.Duration(0), runs[2].Rec.Lag, "the lane caught up before fault 3")
-	assert.Equal(t, "all n=3 p50=0s p95=8s p99=8s max=8s; control lane n=3 p50=0s p95=8s p99=8s max=8s; agent lanes n=0; slow-database lane n=0",
+	assert.Equal(t, "all n=3 p50=0s p95=8s p99=8s max=8s; control lane n=3 p50=0s p95=8s p99=8s max=8s; agent lanes n=0; slow-database lane n=0; etcd lane n=0",
 		lagSummary([]FaultRecord{runs[0].Rec, runs[1].Rec, runs[2].Rec}))
 }
 

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigil-sched/vigil/internal/testhook"
+	"github.com/vigil-sched/vigil/agent"
 )
 
 // procSlot is one position the harness keeps a process in, a replica or
@@ -76,7 +76,7 @@ func (c *cluster) startAgentLocked(a *agentSlot, rename, supervised bool) error 
 	spec := execSpec{bin: c.cfg.VigilBin, args: args}
 	if a.skew != 0 { // the test build: the shipped one has no clock hook
 		spec.bin = c.cfg.HooksBin
-		spec.env = []string{testhook.EnvAgentClockOffset + "=" + a.skew.String()}
+		spec.env = []string{agent.EnvTestClockOffset + "=" + a.skew.String()}
 	}
 	err := c.launch(&a.procSlot, pr, spec, filepath.Join(c.dir, "agent-"+a.instance+".log"),
 		func() error { return c.startAgentLocked(a, false, true) })

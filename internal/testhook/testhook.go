@@ -26,12 +26,6 @@ const Tag = "vigil_testhooks"
 // TestSignals.HoldLeaderTx.
 const EnvHoldLeaderTx = "VIGIL_TESTHOOK_HOLD_LEADER_TX"
 
-// EnvAgentClockOffset names the environment variable that, in a vigil
-// built with Tag, offsets a `vigil agent`'s wall clock by its value (a Go
-// duration): the chaos suite's skewed agents (docs/reliability.md). Go
-// reads the clock through the vDSO, so faketime cannot do it.
-const EnvAgentClockOffset = "VIGIL_TESTHOOK_AGENT_CLOCK_OFFSET"
-
 // DeposedWriteSetting is the settings row HoldLeaderTx tries to write
 // after its hold.
 const DeposedWriteSetting = "testhook.deposed_write"
