@@ -131,7 +131,7 @@ func planClear(g runGraph, req ClearRequest) ([]ClearedTI, error) {
 		return nil, fmt.Errorf("task instances of run %d an agent holds cannot be cleared: %s; wait for them to end, or cancel the run: %w",
 			req.RunID, strings.Join(busy, ", "), ErrConflict)
 	}
-	rederived := g.reopenable(roots)
+	rederived := g.reopenable(roots, state.TINone)
 	var out []ClearedTI
 	for _, id := range g.order {
 		if roots[id] || rederived[id] {

@@ -28,7 +28,7 @@ func reopenDependentsTx(ctx context.Context, tx pgx.Tx, a tiAttempt) (int, error
 		return 0, err
 	}
 	msg := fmt.Sprintf("upstream %s succeeded late (try %d): dependencies are re-derived", a.taskID, a.tryNumber)
-	return reopenTx(ctx, tx, moveReopenDependents, g.ids(g.inOrder(g.reopenable(map[string]bool{a.taskID: true}))), msg)
+	return reopenTx(ctx, tx, moveReopenDependents, g.ids(g.inOrder(g.reopenable(map[string]bool{a.taskID: true}, state.TISuccess))), msg)
 }
 
 // reopenTx returns the upstream_failed TIs ids to none by m (a late

@@ -29,9 +29,9 @@ type MarkedTI struct {
 	State  state.TI // the state it left
 }
 
-// MarkResult is what a mark did: the TIs it set, and the upstream_failed
-// dependents a mark to success returned to none (Reopened, re-derived by
-// the scheduler).
+// MarkResult is what a mark did: the TIs it set, and the dependents the
+// scheduler had ended by their trigger rule that the mark returned to
+// none (Reopened, re-derived by the scheduler; runGraph.reopenable).
 type MarkResult struct {
 	Run      Run
 	Marked   []MarkedTI
@@ -71,9 +71,10 @@ func planMark(g runGraph, req MarkRequest) ([]MarkedTI, error) {
 // MarkTI sets the TIs req selects (planMark) to req.To in one
 // transaction, with reason marked and a ti_marked event naming req.Actor
 // and req.Reason; its dependents then proceed as if they had ended so:
-// marked failed, the scheduler makes its all_success dependents
-// upstream_failed; marked success, the upstream_failed dependents only it
-// blocked return to none (runGraph.reopenable) and run. An ended run
+// the dependents the scheduler ended by their trigger rule (upstream_failed,
+// or skipped by the rule) that the new state may decide otherwise return
+// to none (runGraph.reopenable) and are judged again; marked failed, the
+// scheduler makes its all_success dependents upstream_failed. An ended run
 // returns to running (reopenRunTx) and the scheduler finalizes it again,
 // so a mark may end it with another state.
 // Errors: ErrNotFound (run or task); ErrConflict for a queued or
@@ -104,17 +105,15 @@ func (s *Store) MarkTI(ctx context.Context, req MarkRequest) (MarkResult, error)
 		if err := markTx(ctx, tx, g, m, req, res.Marked); err != nil {
 			return err
 		}
-		if req.To == state.TISuccess {
-			roots := map[string]bool{}
-			for _, t := range res.Marked {
-				roots[t.TaskID] = true
-				g.nodes[t.TaskID].state = state.TISuccess
-			}
-			res.Reopened = g.inOrder(g.reopenable(roots))
-			msg := fmt.Sprintf("upstream %s marked success by %s: dependencies are re-derived", req.TaskID, req.Actor)
-			if _, err := reopenTx(ctx, tx, moveClear, g.ids(res.Reopened), msg); err != nil {
-				return err
-			}
+		roots := map[string]bool{}
+		for _, t := range res.Marked {
+			roots[t.TaskID] = true
+			g.nodes[t.TaskID].state = req.To
+		}
+		res.Reopened = g.inOrder(g.reopenable(roots, req.To))
+		msg := fmt.Sprintf("upstream %s marked %s by %s: dependencies are re-derived", req.TaskID, req.To, req.Actor)
+		if _, err := reopenTx(ctx, tx, moveClear, g.ids(res.Reopened), msg); err != nil {
+			return err
 		}
 		return reopenRunTx(ctx, tx, req.RunID, cur, fmt.Sprintf("%s marked %s by %s", req.TaskID, req.To, req.Actor))
 	})

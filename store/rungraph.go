@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/trigger"
 )
 
 // tiNode is one TI of a run as a clear, a mark or a late success plans
@@ -15,6 +16,8 @@ type tiNode struct {
 	id        int64
 	taskID    string
 	state     state.TI
+	reason    state.Reason
+	rule      trigger.Rule // its trigger_rule
 	upstream  []string
 	tryNumber int
 	attemptID *string
@@ -35,7 +38,7 @@ type runGraph struct {
 // a mark): the terminal and none states it reads stay put until commit.
 func loadRunGraphTx(ctx context.Context, tx pgx.Tx, runID int64) (runGraph, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT id, task_id, state, upstream, try_number, attempt_id::text, agent_id
+		SELECT id, task_id, state, coalesce(reason, ''), trigger_rule, upstream, try_number, attempt_id::text, agent_id
 		  FROM task_instances WHERE run_id = $1 ORDER BY ordinal`, runID)
 	if err != nil {
 		return runGraph{}, err
@@ -43,7 +46,7 @@ func loadRunGraphTx(ctx context.Context, tx pgx.Tx, runID int64) (runGraph, erro
 	var nodes []*tiNode
 	for rows.Next() {
 		var n tiNode
-		if err := rows.Scan(&n.id, &n.taskID, &n.state, &n.upstream, &n.tryNumber, &n.attemptID, &n.agentID); err != nil {
+		if err := rows.Scan(&n.id, &n.taskID, &n.state, &n.reason, &n.rule, &n.upstream, &n.tryNumber, &n.attemptID, &n.agentID); err != nil {
 			rows.Close()
 			return runGraph{}, err
 		}
@@ -99,13 +102,22 @@ func (g runGraph) upstreamOf(id string) []string {
 	return nil
 }
 
-// reopenable returns the upstream_failed TIs that roots no longer block:
-// roots' transitive dependents through upstream_failed TIs, minus, to a
-// fixed point, those with another upstream that fails its dependents
-// (state.TI.FailsDependents) and is neither a root nor reopened (the
-// greatest such set). roots are TIs that stop failing their dependents:
-// a late success, a cleared TI, a TI marked success.
-func (g runGraph) reopenable(roots map[string]bool) map[string]bool {
+// ruleEnded reports whether the scheduler ended n by its trigger rule
+// (docs/trigger-rules.md): upstream_failed, or skipped with reason
+// trigger_rule. Only such a TI is re-derived when an upstream's end
+// changes; one that ran, or skipped itself by its exit code, stays.
+func (n *tiNode) ruleEnded() bool {
+	return n.state == state.TIUpstreamFailed || n.state == state.TISkipped && n.reason == state.ReasonTriggerRule
+}
+
+// reopenable returns the TIs to return to none because roots now end in
+// to (none for a clear, success for a late success or a mark, failed for
+// a mark): roots' transitive dependents through ruleEnded TIs, minus, to
+// a fixed point, those whose trigger rule (trigger.Decide) still ends
+// them as they are, with roots counted in to and the rest of the set as
+// not done. The scheduler's pass then decides each again by the same
+// function.
+func (g runGraph) reopenable(roots map[string]bool, to state.TI) map[string]bool {
 	reopen := map[string]bool{}
 	queue := make([]string, 0, len(roots))
 	for id := range roots {
@@ -115,7 +127,7 @@ func (g runGraph) reopenable(roots map[string]bool) map[string]bool {
 		up := queue[0]
 		queue = queue[1:]
 		for _, c := range g.children[up] {
-			if n := g.nodes[c]; n != nil && n.state == state.TIUpstreamFailed && !reopen[c] && !roots[c] {
+			if n := g.nodes[c]; n != nil && n.ruleEnded() && !reopen[c] && !roots[c] {
 				reopen[c] = true
 				queue = append(queue, c)
 			}
@@ -123,17 +135,25 @@ func (g runGraph) reopenable(roots map[string]bool) map[string]bool {
 	}
 	for changed := true; changed; {
 		changed = false
-		for c := range reopen {
-			for _, up := range g.nodes[c].upstream {
-				n := g.nodes[up]
-				if roots[up] || reopen[up] || n == nil {
-					continue
+		for _, c := range g.order { // in declaration order: the same set every time
+			if !reopen[c] {
+				continue
+			}
+			n := g.nodes[c]
+			var counts trigger.Counts
+			for _, up := range n.upstream {
+				switch u := g.nodes[up]; {
+				case roots[up]:
+					counts.Add(to)
+				case reopen[up] || u == nil:
+					counts.Add(state.TINone)
+				default:
+					counts.Add(u.state)
 				}
-				if n.state.FailsDependents() {
-					delete(reopen, c)
-					changed = true
-					break
-				}
+			}
+			if trigger.Decide(n.rule, counts).State() == n.state {
+				delete(reopen, c)
+				changed = true
 			}
 		}
 	}
