@@ -111,7 +111,8 @@ func (a *Agent) startOutageLocked() {
 	if (a.st.outage != nil && !a.st.outage.markersSent) || a.st.gen == 0 {
 		return
 	}
-	o := &outage{start: time.Now(), wallStart: a.wallNow(), logEnd: a.logs.End(), dropBase: a.events.Dropped() + a.logs.Dropped()}
+	now := time.Now()
+	o := &outage{start: now, wallStart: a.wallAt(now), logEnd: a.logs.End(), dropBase: a.events.Dropped() + a.logs.Dropped()}
 	a.st.outage = o
 	for _, att := range a.attempts {
 		a.reserveMarkerLocked(att)

@@ -11,7 +11,11 @@ import "time"
 // clockOffset is zero but in a vigil built with the vigil_testhooks tag
 // (EnvTestClockOffset), where the chaos suite runs agents whose wall
 // clock is minutes off (docs/reliability.md).
-func (a *Agent) wallNow() time.Time { return time.Now().Add(a.clockOffset).Round(0) }
+func (a *Agent) wallNow() time.Time { return a.wallAt(time.Now()) }
+
+// wallAt is the agent's wall clock at the instant t of the machine's
+// (t itself, monotonic reading and all, in the shipped build).
+func (a *Agent) wallAt(t time.Time) time.Time { return t.Add(a.clockOffset) }
 
 // EnvTestClockOffset names the environment variable that, in a vigil
 // built with the vigil_testhooks tag (internal/testhook.Tag), offsets a
