@@ -23,6 +23,7 @@ import (
 	"github.com/vigil-sched/vigil/dag"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/notify"
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/secrets"
 	"github.com/vigil-sched/vigil/state"
@@ -90,9 +91,12 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		require.NoError(t, err)
 		require.NoError(t, st.CheckSecretsKey(ctx, box.Verifier, box.CheckVerifier, false))
 	}
+	notifyCfg := notify.Config{Store: st, Metrics: m, Logger: log, Secrets: box}
+	require.NoError(t, notifyCfg.Validate())
 	srv, err := api.New(api.Config{
 		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken, ViewerToken: viewerToken,
 		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status, SignIn: opts.signIn, Secrets: box,
+		Notify: notify.NewDeliverer(notifyCfg),
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(conformReplies(t, srv.Handler()))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +218,29 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("DELETE", "/v1/secrets/contract_pw", opToken, "", nil, true, 204)
 	c.do("DELETE", "/v1/secrets/contract_pw", opToken, "", nil, true, 404)
 	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: withSecret}, true, 400)
+
+	// Webhooks: set one with a secret, test it against a receiver, a DAG
+	// naming it and one naming none that exists, the deliveries; errors.
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	t.Cleanup(receiver.Close)
+	hook := protocol.SetWebhookRequest{URL: receiver.URL + "/hook", Secret: "hook-secret"}
+	setHook := decodeInto[protocol.SetWebhookResponse](t, c.do("PUT", "/v1/webhooks/contract", opToken, "", hook, true, 200))
+	require.True(t, setHook.Created && setHook.HasSecret && setHook.Format == state.WebhookJSON, "%+v", setHook)
+	c.do("GET", "/v1/webhooks", opToken, "", nil, true, 200)
+	c.do("PUT", "/v1/webhooks/contract", viewerToken, "", hook, true, 403)
+	c.do("PUT", "/v1/webhooks/contract", opToken, "", protocol.SetWebhookRequest{URL: "ftp://x"}, false, 400)
+	tested := decodeInto[protocol.WebhookTestResult](t, c.do("POST", "/v1/webhooks/contract/test", opToken, "", nil, true, 200))
+	require.True(t, tested.Delivered, "%+v", tested)
+	c.do("POST", "/v1/webhooks/nope/test", opToken, "", nil, true, 404)
+	withHook := "dag_id: contract-hook\nnotify:\n  - on: [run_failed]\n    webhook: contract\ntasks:\n  - id: a\n    command: [\"true\"]\n"
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: withHook}, true, 200)
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: strings.Replace(withHook, "webhook: contract", "webhook: nope", 1)}, true, 400)
+	c.do("DELETE", "/v1/webhooks/contract", opToken, "", nil, true, 409)
+	c.do("GET", "/v1/notifications?state=pending&limit=5", viewerToken, "", nil, true, 200)
+	c.do("GET", "/v1/notifications?state=lost", viewerToken, "", nil, false, 400)
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: "dag_id: contract-hook\ntasks:\n  - id: a\n    command: [\"true\"]\n"}, true, 200)
+	c.do("DELETE", "/v1/webhooks/contract", opToken, "", nil, true, 204)
+	c.do("DELETE", "/v1/webhooks/contract", opToken, "", nil, true, 404)
 
 	// Console session: sign in, read and write by cookie, sign out.
 	c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: "wrong"}, true, 401)

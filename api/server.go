@@ -101,6 +101,9 @@ type Config struct {
 	// SignIn throttles POST /v1/session per client address; zero fields
 	// take DefaultSignInLimit's.
 	SignIn SignInLimit
+	// Notify, optional, posts `vigil webhooks test` deliveries; nil: the
+	// test route answers 503.
+	Notify WebhookTester
 }
 
 // Server is the HTTP API. Build it with New and mount Handler.
@@ -239,6 +242,11 @@ var routeTable = []route{
 	{"GET /v1/secrets", AccessAdmin, (*Server).listSecrets},
 	{"PUT /v1/secrets/{name}", AccessAdmin, (*Server).setSecret},
 	{"DELETE /v1/secrets/{name}", AccessAdmin, (*Server).deleteSecret},
+	{"GET /v1/webhooks", webhooksAccess, (*Server).listWebhooks},
+	{"PUT /v1/webhooks/{name}", webhooksAccess, (*Server).setWebhook},
+	{"DELETE /v1/webhooks/{name}", webhooksAccess, (*Server).deleteWebhook},
+	{"POST /v1/webhooks/{name}/test", webhooksAccess, (*Server).testWebhook},
+	{"GET /v1/notifications", AccessRead, (*Server).listNotifications},
 
 	{"POST /v1/session", AccessOpen, (*Server).signIn},
 	{"GET /v1/session", AccessRead, (*Server).getSession},
@@ -442,8 +450,9 @@ func (s *Server) storeErrorDetail(r *http.Request, err error) (int, protocol.Err
 	var confErr *dag.ConfError
 	var rangeErr *store.BackfillRangeError
 	var missing *store.MissingSecretsError
+	var missingHooks *store.MissingWebhooksError
 	switch {
-	case errors.As(err, &confErr), errors.As(err, &rangeErr), errors.As(err, &missing):
+	case errors.As(err, &confErr), errors.As(err, &rangeErr), errors.As(err, &missing), errors.As(err, &missingHooks):
 		return http.StatusBadRequest, protocol.ErrorDetail{Code: protocol.CodeBadRequest, Message: err.Error()}
 	case errors.As(err, &stale):
 		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeStaleAttempt, Message: err.Error()}

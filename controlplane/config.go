@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-sched/vigil/leader"
+	"github.com/vigil-sched/vigil/notify"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/store"
@@ -118,6 +119,12 @@ type Config struct {
 	// a Pro replica serves no secrets (the routes answer
 	// secrets_disabled, and a DAG naming one is refused at apply).
 	SecretsKeyFile string
+
+	// Notify configures webhook delivery and SLA checks (package notify;
+	// docs/notifications.md): the external URL of payload links, the
+	// retry back-off and max age. Start fills Store, Metrics, Logger,
+	// Secrets and Wake.
+	Notify notify.Config
 
 	// DAGs is a folder (or file) of DAG specs applied at start-up, all
 	// validated before any is stored; empty applies none.

@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-sched/vigil/cluster"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
+	"github.com/vigil-sched/vigil/notify"
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/secrets"
 	"github.com/vigil-sched/vigil/store"
@@ -138,12 +139,22 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, box *secrets.Box, ln n
 		cfg.Logger = cfg.Logger.With("replica", cfg.Pro.ReplicaID) // the elector names its replica itself
 	}
 	m := metrics.New()
-	listener := st.Listen(context.Background(), cfg.Logger, store.ChanScheduler, store.ChanQueued, store.ChanReap, store.ChanStop)
+	listener := st.Listen(context.Background(), cfg.Logger, store.ChanScheduler, store.ChanQueued, store.ChanReap, store.ChanStop,
+		store.ChanNotify)
 	c.onStop(func(context.Context) error { listener.Close(); return nil })
+	notifyCfg := cfg.Notify
+	notifyCfg.Store, notifyCfg.Metrics, notifyCfg.Logger, notifyCfg.Secrets = st, m, cfg.Logger, box
+	wake, unsubNotify := listener.Subscribe(store.ChanNotify)
+	c.onStop(func(context.Context) error { unsubNotify(); return nil })
+	notifyCfg.Wake = wake
+	if err := notifyCfg.Validate(); err != nil {
+		return localAPI{}, invalid(err)
+	}
 	sched, err := scheduler.New(scheduler.Config{
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger, Interval: cfg.TickInterval,
 		Thresholds: cfg.Thresholds, HeartbeatInterval: cfg.HeartbeatInterval, ElectionTTL: cfg.electionTTL(),
 		SweepInterval: cfg.SweepInterval, Retention: cfg.Retention, MassSilence: cfg.MassSilence,
+		Services: notify.Services(notifyCfg),
 	})
 	if err != nil {
 		return localAPI{}, invalid(err)
@@ -166,7 +177,7 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, box *secrets.Box, ln n
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger,
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, AgentTokens: tokens,
 		HeartbeatInterval: cfg.HeartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: cfg.Version,
-		Console: web.Handler(), BulkLimit: cfg.bulkLimit(), Secrets: box,
+		Console: web.Handler(), BulkLimit: cfg.bulkLimit(), Secrets: box, Notify: notify.NewDeliverer(notifyCfg),
 	})
 	if err != nil {
 		return localAPI{}, invalid(err)

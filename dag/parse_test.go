@@ -142,7 +142,7 @@ func TestParseRejectsUnknownFields(t *testing.T) {
 		want []string
 	}{
 		{"top level", "dag_id: d\nschedul: '@daily'\ntasks: [{id: a, command: [x]}]\n",
-			[]string{`dag "d": line 2: unknown field "schedul" (DAG fields: dag_id, description, timeout, max_active_tasks, schedule, timezone, start_date, end_date, catchup, max_active_runs, paused, params, tasks)`}},
+			[]string{`dag "d": line 2: unknown field "schedul" (DAG fields: dag_id, description, timeout, max_active_tasks, schedule, timezone, start_date, end_date, catchup, max_active_runs, paused, params, sla, notify, tasks)`}},
 		{"in a task", "dag_id: d\ntasks:\n  - id: a\n    command: [x]\n    retires: 3\n",
 			[]string{`dag "d": task "a": line 5: unknown field "retires" (task fields: id, depends_on, command, env, tags, retries,`}},
 		{"in a flow task without id", "dag_id: d\ntasks: [{command: [x], dependson: [b]}]\n",

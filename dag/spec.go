@@ -96,6 +96,14 @@ type Spec struct {
 	// Params declares the run parameters a trigger's conf may set, by
 	// name (see ParamKeyRule and CheckConf). Empty: any valid key.
 	Params map[string]Param `yaml:"params,omitempty" json:"params,omitempty"`
+	// SLA, when set, is how long a run may take to finish, counted from
+	// the end of its data interval (a scheduled run) or from when it was
+	// queued (a manual run); a run still live past it raises sla_missed
+	// once (docs/notifications.md). At most SLALimit.
+	SLA Duration `yaml:"sla,omitempty" json:"sla,omitempty"`
+	// Notify sends events of this DAG's runs to webhooks; at most
+	// MaxNotifyRules entries (docs/notifications.md).
+	Notify []NotifyRule `yaml:"notify,omitempty" json:"notify,omitempty"`
 	// Tasks lists the tasks in declaration order, which TopoOrder uses to
 	// break ties. At least one, at most MaxTasks.
 	Tasks []Task `yaml:"tasks" json:"tasks"`

@@ -98,6 +98,9 @@ const maxCyclesShown = 10
 //     before it, timezone an IANA zone; timezone, start_date, end_date,
 //     catchup and paused only with a schedule; max_active_runs 0 (the
 //     default) or 1..MaxMaxActiveRuns;
+//   - sla: at most SLALimit; notify: at most MaxNotifyRules entries, each
+//     naming a webhook by WebhookNameRule (whether it exists is the
+//     server's check at apply) and one or more known events, each once;
 //   - tags: non-empty, no repeats;
 //   - trigger_rule: empty or one of trigger.Rules; skip_exit_code: 0 (none)
 //     or MinSkipExitCode..MaxSkipExitCode;
@@ -149,6 +152,7 @@ func (v *validator) spec(s *Spec) {
 	}
 	v.schedule(s)
 	v.params(s)
+	v.notify(s)
 	switch {
 	case len(s.Tasks) == 0:
 		v.dagf("tasks", "at least one task is required")

@@ -138,6 +138,9 @@ type Metrics struct {
 	// from the slot's due time (the end of its data interval) to the
 	// schedules pass that created it, both on the database clock.
 	ScheduleLag prometheus.Histogram
+
+	// Notify holds the notification delivery and SLA collectors.
+	Notify NotifyMetrics
 }
 
 // ScheduleLagBuckets are the buckets of vigil_schedule_lag_seconds, in
@@ -246,7 +249,9 @@ func New() *Metrics {
 			Name: "vigil_http_request_duration_seconds", Help: "API latency by route.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
+		Notify: newNotifyMetrics(),
 	}
+	m.Notify.register(m.Registry)
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -17,19 +17,26 @@ const ServiceRetention = "retention"
 
 // Retention configures leader-only pruning (docs/design.md §7; horsies retention).
 // A zero age disables that category; the CLI's defaults are
-// DefaultRetentionRuns and DefaultRetentionAgents.
+// DefaultRetentionRuns, DefaultRetentionAgents and
+// DefaultRetentionNotifications.
 type Retention struct {
-	Runs     time.Duration // terminal runs with their TIs, events and logs
-	Agents   time.Duration // inactive or deregistered agents
-	Interval time.Duration // how often to prune; default DefaultRetentionInterval
-	Batch    int           // rows per fenced DELETE; default defaultRetentionBatch
+	Runs   time.Duration // terminal runs with their TIs, events and logs
+	Agents time.Duration // inactive or deregistered agents
+	// Notifications: delivered or dead notifications, by when they
+	// finished (docs/notifications.md).
+	Notifications time.Duration
+	Interval      time.Duration // how often to prune; default DefaultRetentionInterval
+	Batch         int           // rows per fenced DELETE; default defaultRetentionBatch
 }
 
 // Retention defaults.
 const (
-	DefaultRetentionRuns     = 30 * 24 * time.Hour
-	DefaultRetentionAgents   = 7 * 24 * time.Hour
-	DefaultRetentionInterval = time.Hour
+	DefaultRetentionRuns   = 30 * 24 * time.Hour
+	DefaultRetentionAgents = 7 * 24 * time.Hour
+	// DefaultRetentionNotifications keeps finished notifications as long
+	// as runs, so a run's deliveries outlive it no longer than it does.
+	DefaultRetentionNotifications = DefaultRetentionRuns
+	DefaultRetentionInterval      = time.Hour
 	// defaultRetentionBatch is small because a run's TIs, events and logs
 	// go with it in the same DELETE: each batch holds its locks briefly.
 	defaultRetentionBatch = 100
@@ -49,6 +56,8 @@ func (r *Retention) Validate() error {
 		return fmt.Errorf("retention-runs: %s is below the 1h minimum (0 disables)", r.Runs)
 	case r.Agents > 0 && r.Agents < time.Hour:
 		return fmt.Errorf("retention-agents: %s is below the 1h minimum (0 disables)", r.Agents)
+	case r.Notifications < 0 || (r.Notifications > 0 && r.Notifications < time.Hour):
+		return fmt.Errorf("retention-notifications: %s must be 0 (disables) or at least 1h", r.Notifications)
 	case r.Interval < time.Minute || r.Interval > 24*time.Hour:
 		return fmt.Errorf("retention-interval: %s must be between 1m and 24h", r.Interval)
 	case r.Batch < 1 || r.Batch > 100000:
@@ -72,7 +81,9 @@ func newRetention(cfg Retention, st *store.Store, m *metrics.Metrics, log *slog.
 }
 
 // enabled reports whether any category is kept for a limited time.
-func (r *retention) enabled() bool { return r.cfg.Runs > 0 || r.cfg.Agents > 0 }
+func (r *retention) enabled() bool {
+	return r.cfg.Runs > 0 || r.cfg.Agents > 0 || r.cfg.Notifications > 0
+}
 
 // service runs runOnce under epoch every Interval. The first pass waits
 // a minute (or one Interval, if shorter) so that a restart loop cannot
@@ -95,6 +106,18 @@ func (r *retention) runOnce(ctx context.Context, epoch int64) (runs, agents int,
 	}
 	if c.Agents > 0 {
 		if agents, err = r.batches(ctx, func() (int, error) { return r.store.PruneAgents(ctx, epoch, c.Agents, c.Batch) }); err != nil {
+			return runs, agents, err
+		}
+	}
+	if c.Notifications > 0 {
+		var notes int
+		notes, err = r.batches(ctx, func() (int, error) {
+			return r.store.PruneNotifications(ctx, epoch, c.Notifications, c.Batch)
+		})
+		if notes > 0 {
+			r.log.Info("notifications pruned", "notifications", notes, "older_than", c.Notifications, "epoch", epoch)
+		}
+		if err != nil {
 			return runs, agents, err
 		}
 	}

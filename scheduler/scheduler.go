@@ -84,6 +84,10 @@ type Config struct {
 	// dispatch-lost reaping; nil means reaper.DefaultMassSilence() (50 %
 	// of at least 3 active agents), a zero Fraction disables it.
 	MassSilence *reaper.MassSilence
+	// Services, when set, returns more leader services of one term,
+	// started and stopped with the others: notification delivery and the
+	// sla service (notify.Services).
+	Services func(epoch int64) []*maintenance.Service
 	// TestSignals are for tests only; the zero value, which production
 	// uses, does nothing.
 	TestSignals TestSignals
@@ -280,6 +284,9 @@ func (s *Scheduler) services(epoch int64, stall *stallDetector) (*maintenance.Gr
 	}
 	if s.retention.enabled() {
 		svcs = append(svcs, s.retention.service(epoch))
+	}
+	if s.cfg.Services != nil {
+		svcs = append(svcs, s.cfg.Services(epoch)...)
 	}
 	return maintenance.NewGroup(s.log, store.IsFenced, svcs...), func() {
 		for _, u := range unsubs {

@@ -28,6 +28,7 @@ const (
 	EventRunFailed    EventKind = "run_failed"    // finalized with a failed TI
 	EventRunCancelled EventKind = "run_cancelled" // by an operator or its run_timeout
 	EventRunReopened  EventKind = "run_reopened"  // an ended run back to running after a clear or mark
+	EventSLAMissed    EventKind = "sla_missed"    // not finished by its SLA deadline (docs/notifications.md)
 )
 
 // Event kinds of schedules and backfills (docs/schedules.md).
@@ -55,7 +56,7 @@ const (
 func EventKinds() []EventKind {
 	return []EventKind{EventTIClaimed, EventTIStarted, EventTISuccess, EventTIFailed, EventTIUpForRetry,
 		EventTIUpstreamFailed, EventTISkipped, EventTICancelled, EventTIReopened, EventTICleared, EventTIMarked,
-		EventRunQueued, EventRunStarted, EventRunSuccess, EventRunFailed, EventRunCancelled, EventRunReopened,
+		EventRunQueued, EventRunStarted, EventRunSuccess, EventRunFailed, EventRunCancelled, EventRunReopened, EventSLAMissed,
 		EventSlotCreated, EventSlotsSkipped, EventSlotHeld, EventBackfillCreated,
 		EventAgentLost, EventAgentLostRequeued, EventDispatchLost, EventExecutionTimeout,
 		EventOrphanReaped, EventOrphanFinalized, EventLateAccepted, EventLateRecorded}

@@ -28,6 +28,9 @@ func TestListsHaveNoDuplicates(t *testing.T) {
 	assertUnique(t, "AgentStates", state.AgentStates())
 	assertUnique(t, "Reapers", state.Reapers())
 	assertUnique(t, "EventKinds", state.EventKinds())
+	assertUnique(t, "NotifyEvents", state.NotifyEvents())
+	assertUnique(t, "Deliveries", state.Deliveries())
+	assertUnique(t, "WebhookFormats", state.WebhookFormats())
 }
 
 func assertUnique[T ~string](t *testing.T, name string, vs []T) {
@@ -99,6 +102,9 @@ func TestListsHoldEveryDeclaredConstant(t *testing.T) {
 		{"Agent", state.Strings(state.AgentStates())},
 		{"Reaper", state.Strings(state.Reapers())},
 		{"EventKind", state.Strings(state.EventKinds())},
+		{"NotifyEvent", state.Strings(state.NotifyEvents())},
+		{"Delivery", state.Strings(state.Deliveries())},
+		{"WebhookFormat", state.Strings(state.WebhookFormats())},
 	} {
 		declared := slices.Clone(consts[c.typ])
 		require.NotEmpty(t, declared, "no constants of type %s found in the package", c.typ)

@@ -23,20 +23,24 @@ import (
 // A spec that names secrets ({secret: NAME} in a task's env) is applied
 // only when every one exists, checked in the apply's transaction with
 // the secrets' rows locked FOR KEY SHARE so that no delete slips in
-// between: *MissingSecretsError otherwise.
+// between: *MissingSecretsError otherwise. Likewise every webhook its
+// notify list names must exist (*MissingWebhooksError), and the list is
+// stored in dag_notify in the same transaction, where the outbox
+// triggers read it (docs/notifications.md).
 func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 	names := spec.SecretNames()
-	if len(names) == 0 {
-		return applyDAG(ctx, s.pool, spec)
-	}
 	var result string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := checkSecretRefs(ctx, tx, spec, names); err != nil {
-			return err
+		if len(names) > 0 {
+			if err := checkSecretRefs(ctx, tx, spec, names); err != nil {
+				return err
+			}
 		}
 		var err error
-		result, err = applyDAG(ctx, tx, spec)
-		return err
+		if result, err = applyDAG(ctx, tx, spec); err != nil || result == "unchanged" {
+			return err
+		}
+		return syncNotify(ctx, tx, spec)
 	})
 	return result, err
 }

@@ -106,13 +106,14 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	// loser's id), which ON CONFLICT then absorbs.
 	err := tx.QueryRow(ctx, `
 		INSERT INTO runs (dag_id, timeout, max_active_tasks, deadline_at,
-		    run_type, logical_date, data_interval_start, data_interval_end, conf)
-		SELECT $1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7, $8::jsonb
+		    run_type, logical_date, data_interval_start, data_interval_end, conf, sla_at)
+		SELECT $1, $2 * interval '1 microsecond', $3, now() + $2 * interval '1 microsecond', $4, $5, $6, $7, $8::jsonb,
+		       `+slaAtSQL+`
 		 WHERE $5::timestamptz IS NULL
 		    OR NOT EXISTS (SELECT 1 FROM runs x WHERE x.dag_id = $1 AND x.logical_date = $5 AND x.run_type = $4)
 		`+conflict+`
 		RETURNING id, dag_id, state, queued_at`, spec.DAGID, timeout, spec.MaxActiveTasks,
-		o.Type, logical, ivStart, ivEnd, conf).
+		o.Type, logical, ivStart, ivEnd, conf, nullMicros(spec.SLA.D())).
 		Scan(&run.ID, &run.DAGID, &run.State, &run.QueuedAt)
 	if errors.Is(err, pgx.ErrNoRows) && conflict != "" {
 		return Run{}, false, nil

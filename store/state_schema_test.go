@@ -30,8 +30,9 @@ func columnChecks(t *testing.T, ctx context.Context, conn *pgx.Conn) []checkCons
 		  FROM pg_constraint c
 		  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
 		 WHERE c.contype = 'c' AND cardinality(c.conkey) = 1
-		   AND c.conrelid IN ('task_instances'::regclass, 'runs'::regclass, 'agents'::regclass)
-		   AND a.attname IN ('state', 'reason')
+		   AND c.conrelid IN ('task_instances'::regclass, 'runs'::regclass, 'agents'::regclass,
+		                      'notifications'::regclass, 'dag_notify'::regclass, 'webhooks'::regclass)
+		   AND a.attname IN ('state', 'reason', 'event', 'format')
 		 ORDER BY 1, 2, 3`)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (checkConstraint, error) {
@@ -65,7 +66,8 @@ func sorted(vs []string) []string {
 }
 
 // Every CHECK constraint on task_instances.state, task_instances.reason,
-// runs.state, runs.reason and agents.state in a migrated database allows
+// runs.state, runs.reason, agents.state and the notification tables'
+// event, state and format columns in a migrated database allows
 // exactly the values package state lists (adr/0013-state-package.md): a
 // state or reason added on one side only fails here.
 func TestCheckConstraintsMatchStatePackage(t *testing.T) {
@@ -81,6 +83,10 @@ func TestCheckConstraintsMatchStatePackage(t *testing.T) {
 		"runs.state":            sorted(state.Strings(state.RunStates())),
 		"runs.reason":           sorted(state.Strings(state.Reasons())),
 		"agents.state":          sorted(state.Strings(state.AgentStates())),
+		"notifications.state":   sorted(state.Strings(state.Deliveries())),
+		"notifications.event":   sorted(state.Strings(state.NotifyEvents())),
+		"dag_notify.event":      sorted(state.Strings(state.NotifyEvents())),
+		"webhooks.format":       sorted(state.Strings(state.WebhookFormats())),
 	}
 	found := map[string]int{}
 	for _, c := range columnChecks(t, ctx, conn) {

@@ -119,6 +119,8 @@ func typedWords() map[string]string {
 	add("state.Reason", state.Strings(state.Reasons()))
 	add("state.Agent", state.Strings(state.AgentStates()))
 	add("state.EventKind", state.Strings(state.EventKinds()))
+	add("state.NotifyEvent", state.Strings(state.NotifyEvents()))
+	add("state.Delivery", state.Strings(state.Deliveries()))
 	add("run type", []string{RunManual, RunScheduled, RunBackfill})
 	add("stamp column", []string{StampHeartbeat, StampQueued, StampStarted})
 	return words

@@ -21,10 +21,13 @@ var envHold = sync.OnceValue(func() func(ctx context.Context, tx Tx, epoch int64
 
 // testSignalsFromEnv adds to ts the hooks the environment switches on, in
 // a vigil built with -tags vigil_testhooks (testhook.Tag) for the e2e
-// tests only: testhook.EnvHoldLeaderTx.
+// tests only: testhook.EnvHoldLeaderTx and testhook.EnvHoldDelivery.
 func testSignalsFromEnv(ts TestSignals) TestSignals {
 	if ts.HoldLeaderTx == nil {
 		ts.HoldLeaderTx = envHold()
+	}
+	if marker := os.Getenv(testhook.EnvHoldDelivery); marker != "" && ts.NotificationsDue == nil {
+		ts.NotificationsDue = testhook.HoldDelivery(marker)
 	}
 	return ts
 }

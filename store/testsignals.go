@@ -22,4 +22,10 @@ type TestSignals struct {
 	// usual. It is how the e2e test freezes a leader inside a fenced
 	// transaction (internal/testhook.HoldLeaderTx).
 	HoldLeaderTx func(ctx context.Context, tx Tx, epoch int64) (bool, error)
+	// NotificationsDue runs in DueNotifications after it read a non-empty
+	// batch (n rows), outside any transaction, before it returns them; an
+	// error is returned instead of the batch. The e2e test holds a
+	// leader's delivery in it, between a state change and its delivery
+	// (internal/testhook.HoldDelivery).
+	NotificationsDue func(ctx context.Context, n int) error
 }

@@ -138,6 +138,22 @@ var examples = map[string]string{
 	"vigil secrets list": `  vigil secrets list
   vigil secrets list -o json`,
 	"vigil secrets delete": `  vigil secrets delete db_password`,
+	"vigil webhooks": `  vigil webhooks set oncall --url https://alerts.example.com/vigil --secret-file ./oncall.secret
+  vigil webhooks test oncall
+  vigil webhooks list`,
+	"vigil webhooks set": `  # Signed: each body carries Vigil-Signature: sha256=<HMAC of the body>
+  vigil webhooks set oncall --url https://alerts.example.com/vigil --secret-file ./oncall.secret
+
+  # A Slack incoming webhook: posts {"text": ...}
+  vigil webhooks set ops-slack --url https://hooks.slack.com/services/T000/B000/XXXX --format slack`,
+	"vigil webhooks list":   `  vigil webhooks list`,
+	"vigil webhooks delete": `  vigil webhooks delete ops-slack`,
+	"vigil webhooks test": `  # Posts a test payload now; exit 1 unless the receiver answers 2xx
+  vigil webhooks test oncall`,
+	"vigil notifications": `  vigil notifications list --state pending`,
+	"vigil notifications list": `  vigil notifications list
+  vigil notifications list --state dead -o wide
+  vigil notifications list --run 4711`,
 	"vigil migrate": `  vigil migrate status --database-url postgres://vigil@db/vigil
   vigil migrate up --database-url postgres://vigil@db/vigil`,
 	"vigil migrate up":     `  vigil migrate up --database-url postgres://vigil@db/vigil`,

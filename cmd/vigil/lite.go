@@ -48,6 +48,7 @@ type planeOpts struct {
 	tls                             serveTLSOpts         // --tls-cert-file, --tls-key-file, --tls-client-ca-file (tls.go)
 	conns                           connOpts             // --db-max-conns, --db-heartbeat-conns, --db-agent-conns (conns.go)
 	secretsKeyFile                  string               // --secrets-key-file: the key sealing named secrets (secretscmd.go)
+	notify                          notifyOpts           // --external-url, --notify-max-age, --notify-retry-delay (webhooks.go)
 }
 
 // addPlaneFlags adds the shared control-plane flags to cmd; tokenHelp
@@ -68,6 +69,7 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.DurationVar(&p.tickInterval, "tick-interval", scheduler.DefaultInterval, "scheduler tick interval (10ms..1m)")
 	f.DurationVar(&p.heartbeatInterval, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "agent heartbeat interval told to agents (1s..2m)")
 	p.recovery = addRecoveryFlags(cmd)
+	addNotifyFlags(f, &p.notify)
 	addLeaderTimeoutFlags(cmd, &p.leaderTimeouts)
 	addConnFlags(cmd, &p.conns)
 }
@@ -128,6 +130,9 @@ func (p *planeOpts) validate() error {
 	if err := p.recovery.retention.Validate(); err != nil {
 		return usageError("%v", err)
 	}
+	if err := p.notify.validate(); err != nil {
+		return err
+	}
 	if err := p.recovery.massSilence.Validate(); err != nil {
 		return usageError("%v", err)
 	}
@@ -166,7 +171,9 @@ func addRecoveryFlags(cmd *cobra.Command) *recoveryOpts {
 	f.DurationVar(&r.retention.Runs, "retention-runs", scheduler.DefaultRetentionRuns, "keep terminal runs (with TIs, events, logs) this long; 0 disables (≥ 1h)")
 	f.DurationVar(&r.retention.Agents, "retention-agents", scheduler.DefaultRetentionAgents, "keep inactive or deregistered agents this long; 0 disables (≥ 1h)")
 	f.DurationVar(&r.retention.Interval, "retention-interval", scheduler.DefaultRetentionInterval, "how often the leader prunes (1m..24h)")
-	for _, name := range []string{"retention-runs", "retention-agents", "retention-interval"} {
+	f.DurationVar(&r.retention.Notifications, "retention-notifications", scheduler.DefaultRetentionNotifications,
+		"keep delivered and dead notifications this long after they finished; 0 disables (≥ 1h)")
+	for _, name := range []string{"retention-runs", "retention-agents", "retention-interval", "retention-notifications"} {
 		_ = f.SetAnnotation(name, configSection, []string{"retention"})
 	}
 	return r
@@ -264,7 +271,7 @@ func (p *planeOpts) config(log *slog.Logger) (controlplane.Config, error) {
 		Thresholds: p.recovery.thresholds(), SweepInterval: p.recovery.sweepInterval,
 		Retention: p.recovery.retention, MassSilence: &p.recovery.massSilence,
 		LeaderTimeouts: p.leaderTimeouts, Pools: p.conns.pools, BulkLimit: p.conns.agentConns,
-		SecretsKeyFile: p.secretsKeyFile,
+		SecretsKeyFile: p.secretsKeyFile, Notify: p.notify.config(),
 	}, nil
 }
 

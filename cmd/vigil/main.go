@@ -108,6 +108,8 @@ func newRootCmd() *cobra.Command {
 		newAtRiskCmd(),
 		newThresholdsCmd(),
 		newSecretsCmd(),
+		newWebhooksCmd(),
+		newNotificationsCmd(),
 		newMigrateCmd(),
 		newFenceCmd(),
 		newVersionCmd(),

@@ -105,3 +105,34 @@ func writeFileAtomic(path, data string) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// EnvHoldDelivery names the environment variable that, in a vigil built
+// with Tag, installs HoldDelivery(its value) as the store's
+// TestSignals.NotificationsDue.
+const EnvHoldDelivery = "VIGIL_TESTHOOK_HOLD_DELIVERY"
+
+// HoldDelivery returns a store.TestSignals.NotificationsDue that holds
+// every batch of due notifications the delivery service reads, before it
+// posts any, for the end-to-end test of a leader killed between a state
+// change and its delivery (e2e/notify_test.go): it writes marker ("pid P
+// due N") and waits until <marker>.release exists, its pass's context
+// ends (then the pass fails and posts nothing), or a minute passes.
+func HoldDelivery(marker string) func(ctx context.Context, n int) error {
+	return func(ctx context.Context, n int) error {
+		if err := writeFileAtomic(marker, fmt.Sprintf("pid %d due %d\n", os.Getpid(), n)); err != nil {
+			return fmt.Errorf("test hook: write marker: %w", err)
+		}
+		slog.Default().Warn("test hook: holding a notification delivery", "marker", marker, "due", n)
+		for deadline := time.Now().Add(holdMax); time.Now().Before(deadline); {
+			if _, err := os.Stat(marker + ".release"); err == nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("test hook: delivery held: %w", ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+}
