@@ -97,7 +97,8 @@ func events(ns []store.Notification) []string {
 
 // TestOutboxRowsFollowStateChanges: a failed try with a retry left
 // raises task_failed and task_retried, the last failed try task_failed,
-// and the run's end run_failed; a successful run run_succeeded; a cancel
+// and the run's end run_failed; a successful run run_succeeded, and an
+// operator's mark failed of its TI task_failed and run_failed; a cancel
 // run_failed with state cancelled. Each row is pending, due, and carries
 // the reason and message the state change wrote.
 func TestOutboxRowsFollowStateChanges(t *testing.T) {
@@ -136,6 +137,12 @@ func TestOutboxRowsFollowStateChanges(t *testing.T) {
 	require.NoError(t, err)
 	e.drain()
 	assert.Equal(t, []string{"run_succeeded  0 success "}, events(e.list(r.ID)))
+	// An operator's mark failed is a failed try (reason marked), and the
+	// run it reopens ends failed again.
+	_, err = e.st.MarkTI(e.ctx, store.MarkRequest{RunID: r.ID, TaskID: "t", To: state.TIFailed, Actor: "op"})
+	require.NoError(t, err)
+	e.drain()
+	assert.Equal(t, []string{"run_succeeded  0 success ", "task_failed t 1 failed marked", "run_failed  0 failed marked"}, events(e.list(r.ID)))
 
 	r, _ = e.claim("ok")
 	_, err = e.st.CancelRun(e.ctx, r.ID, state.ReasonCancelled, "cancelled by test")
