@@ -12,7 +12,7 @@ import (
 )
 
 // The notification outbox (docs/notifications.md, adr/0032): the rows are
-// written by the database triggers of migration 023 (and by MissSLAs) in
+// written by the database triggers of migration 024 (and by MissSLAs) in
 // the transaction of the state change that raises them; the leader's
 // delivery service reads the due ones, posts them outside any
 // transaction, and records each result under its fence. A leader that

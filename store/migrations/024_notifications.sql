@@ -1,4 +1,4 @@
--- Vigil schema, version 23: webhooks, a DAG's notify list, the
+-- Vigil schema, version 24: webhooks, a DAG's notify list, the
 -- notification outbox and SLA deadlines (docs/notifications.md,
 -- adr/0032-notification-outbox-triggers.md).
 --
