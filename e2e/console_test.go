@@ -248,6 +248,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		consoleHistory(t, b.on(t), lite, marker)
 	})
 
+	t.Run("clear and mark from the run page", func(t *testing.T) {
+		consoleRerun(t, b.on(t), lite, marker)
+	})
+
 	t.Run("laptop width: no page scrolls sideways", func(t *testing.T) {
 		b := b.on(t)
 		b.run("a 1024 px window", chromedp.EmulateViewport(1024, 700))
@@ -273,6 +277,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), "#cancel-run")
 		b.waitFor("the cancel button is disabled for the viewer", "#cancel-run[disabled]")
 		b.shot("run-detail-viewer")
+		viewerCannotRerun(t, b, lite)
 		var status int
 		b.eval(fmt.Sprintf(`(async () => {
 			const s = await (await fetch("/v1/session")).json();

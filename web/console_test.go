@@ -74,7 +74,7 @@ func TestConsoleLoadsNothingFromOutside(t *testing.T) {
 	files, err := os.ReadDir("console/ui/pages")
 	require.NoError(t, err)
 	paths := []string{"console/index.html", "console/ui/style.css", "console/ui/app.js", "console/ui/api.js",
-		"console/ui/util.js", "console/ui/graph.js", "console/ui/decisions.js", "console/ui/history.js", "console/ui/gantt.js"}
+		"console/ui/util.js", "console/ui/graph.js", "console/ui/decisions.js", "console/ui/history.js", "console/ui/gantt.js", "console/ui/rerun.js"}
 	for _, f := range files {
 		paths = append(paths, "console/ui/pages/"+f.Name())
 	}

@@ -4,6 +4,7 @@ import { api, allEvents, serverNow } from "../api.js";
 import { isDecision } from "../decisions.js";
 import { renderGraph } from "../graph.js";
 import { renderGantt } from "../gantt.js";
+import { clearButton, markButtons, wireRerun } from "../rerun.js";
 import { badge, esc, errorBox, fmtClock, fmtDur, fmtTime, parseDur } from "../util.js";
 import { duration } from "./runs.js";
 import { left } from "./atrisk.js";
@@ -47,13 +48,15 @@ export function explain(e, events, agentName) {
 
 export async function runPage(ctx, runID) {
   ctx.main.innerHTML = `<div id="run-head"></div>
-    <div class="actions" id="run-actions"></div><div id="action-error"></div>
+    <div class="actions" id="run-actions"></div><div id="action-error"></div><div id="confirm-panel"></div>
     <div class="card graph" id="graph"></div>
     <h2>Tries over time</h2><div class="card gantt" id="gantt"></div>
     <div class="grid2"><div><h2>Task instances and attempts</h2><div class="card" id="tis"></div></div>
     <div><h2>Timeline</h2><div class="card" id="timeline"></div></div></div>`;
   let dagDeps = null;
   let agents = new Map();
+  let current = null;
+  wireRerun(document.getElementById("run-actions"), document.getElementById("tis"), document.getElementById("confirm-panel"), () => current);
   ctx.every(2000, async () => {
     const run = await api("GET", `/v1/runs/${runID}`);
     if (dagDeps === null) {
@@ -67,6 +70,7 @@ export async function runPage(ctx, runID) {
       api("GET", `/v1/at-risk?run_id=${runID}`)]);
     agents = new Map(agentList.agents.map((a) => [a.id, a.name]));
     if (!ctx.live()) return;
+    current = run;
     const name = (id) => (id == null ? "?" : agents.has(id) ? `${agents.get(id)} (#${id})` : `#${id}`);
     head(run);
     actions(ctx, run);
@@ -74,7 +78,7 @@ export async function runPage(ctx, runID) {
     await renderGraph(document.getElementById("graph"), runID, tasks, dagDeps);
     const atts = attempts(events);
     renderGantt(document.getElementById("gantt"), run, atts, serverNow());
-    tiTable(run, atts, name, risk);
+    tiTable(ctx, run, atts, name, risk);
     timeline(events, name);
   });
 }
@@ -92,7 +96,7 @@ function actions(ctx, run) {
   const terminal = ["success", "failed", "cancelled"].includes(run.state);
   const ro = ctx.session.viewer ? ` disabled title="the viewer role is read-only"` : "";
   el.innerHTML = `<button class="danger" id="cancel-run"${ro}${terminal && !ro ? " disabled" : ""}>Cancel run</button>
-    <button id="trigger-again"${ro}>Trigger again</button>`;
+    <button id="trigger-again"${ro}>Trigger again</button> ${clearButton(ctx, run)}`;
   const err = document.getElementById("action-error");
   document.getElementById("cancel-run").onclick = async () => {
     if (!confirm(`Cancel run #${run.id}?`)) return;
@@ -117,7 +121,7 @@ function overdue(ti, risk, name) {
     <span data-time-left>${left(risk.now, r.time_left)}</span> (${esc(r.decision)}: ${esc(r.outcome)})</td></tr>`;
 }
 
-function tiTable(run, atts, name, risk) {
+function tiTable(ctx, run, atts, name, risk) {
   const rows = run.task_instances.map((ti) => {
     const mine = atts.filter((a) => a.task === ti.task_id);
     const tries = mine.map((a) => {
@@ -130,7 +134,7 @@ function tiTable(run, atts, name, risk) {
     }).join("");
     const lost = ti.log_dropped ? ` <span class="badge s-failed" data-log-incomplete="${ti.log_dropped}" title="an agent dropped lines it could not deliver; gap markers in the log show where">log incomplete: ${ti.log_dropped} line${ti.log_dropped === 1 ? "" : "s"} lost</span>` : "";
     return `<tr data-task="${esc(ti.task_id)}"><td><strong>${esc(ti.task_id)}</strong></td><td>${badge(ti.state)}</td>
-      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}</td></tr>${overdue(ti, risk, name)}
+      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}<div class="mark">${markButtons(ctx, run, ti)}</div></td></tr>${overdue(ti, risk, name)}
       ${tries ? `<tr><td></td><td colspan="3"><table><thead><tr><th>Try</th><th>Agent</th><th>Claimed</th><th>Started</th><th>Ended</th>
       <th>Exit</th><th>Reason</th><th></th></tr></thead><tbody>${tries}</tbody></table></td></tr>` : ""}`;
   }).join("");
