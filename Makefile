@@ -66,7 +66,7 @@ chaos: build
 mutants: deps-test web
 	scripts/mutants.sh
 
-# A mutation-testing run (gremlins, adr/0032) over reaper/, leader/ and
+# A mutation-testing run (gremlins, adr/0033) over reaper/, leader/ and
 # the store's decision files, printing efficacy and mutant coverage per
 # target; exit 1 below 90 % (docs/reliability.md, "Mutation score").
 # Hours on 2 cores: not part of make test. MUTATION_DRY_RUN=1 only counts.

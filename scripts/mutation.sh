@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make mutation: a mutation-testing run (gremlins, adr/0032) over the code
+# make mutation: a mutation-testing run (gremlins, adr/0033) over the code
 # that decides harm: reaper/ and leader/ with their own tests, and the
 # store's fence, reap, claim, completion and heartbeat files with the
 # store's tests. Gremlins mutates one covered expression at a time and
