@@ -182,7 +182,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("GET", fmt.Sprintf("/v1/runs/%d", run.ID), opToken, "", nil, true, 200)
 	exit := 0
 	c.do("POST", ap+"/complete", agentToken, reg.Credential,
-		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit}, true, 200)
+		protocol.CompleteRequest{Attempt: task.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &exit,
+			Outputs: map[string]string{"greeting": "hello\nworld"}}, true, 200)
 	h.waitRun(run.ID, 10*time.Second)
 
 	// Operator: read it all back.
@@ -191,6 +192,12 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("GET", rp, opToken, "", nil, true, 200)
 	c.do("GET", rp+"/events?after=0&limit=2", opToken, "", nil, true, 200)
 	c.do("GET", rp+"/events", opToken, "", nil, true, 200)
+	outs := decodeInto[protocol.OutputList](t, c.do("GET", rp+"/outputs", viewerToken, "", nil, true, 200))
+	require.Len(t, outs.Outputs, 1)
+	require.Equal(t, map[string]string{"greeting": "hello\nworld"}, outs.Outputs[0].Outputs)
+	c.do("GET", rp+"/outputs?task_id=hello&after=0", opToken, "", nil, true, 200)
+	c.do("GET", rp+"/outputs?task_id=nope", opToken, "", nil, true, 404)
+	c.do("GET", rp+"/outputs?after=x", opToken, "", nil, false, 400)
 	logs := decodeInto[protocol.LogList](t, c.do("GET", rp+"/tasks/hello/logs?try=1", opToken, "", nil, true, 200))
 	require.Len(t, logs.Lines, 2)
 	c.do("GET", "/v1/agents", opToken, "", nil, true, 200)

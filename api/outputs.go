@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/outputs"
@@ -93,4 +95,36 @@ func (s *Server) attachInputs(ctx context.Context, agentID int64, tasks []protoc
 		}
 	}
 	return out, nil
+}
+
+// runOutputs serves GET /v1/runs/{run_id}/outputs[?task_id=&after=]: a
+// page of the run's outputs (store.RunOutputs), readable by every role
+// that reads runs, as logs are (docs/security.md, "Secrets").
+func (s *Server) runOutputs(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run_id")
+	if !ok {
+		return
+	}
+	after := -1
+	if r.URL.Query().Get("after") != "" {
+		n, ok := queryInt(w, r, "after", math.MaxInt32)
+		if !ok {
+			return
+		}
+		after = int(n)
+	}
+	page, more, err := s.cfg.Store.RunOutputs(r.Context(), id, r.URL.Query().Get("task_id"), after)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	out := protocol.OutputList{RunID: id, Outputs: make([]protocol.TIOutputs, len(page))}
+	for i, o := range page {
+		out.Outputs[i] = protocol.TIOutputs{TIID: o.TIID, TaskID: o.TaskID, TryNumber: o.TryNumber, Outputs: o.Outputs, Bytes: o.Bytes}
+	}
+	if more {
+		next := page[len(page)-1].Ordinal
+		out.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -75,7 +75,7 @@ func TestServerEnforcesTheOutputLimit(t *testing.T) {
 		assert.Equal(t, state.ReasonOutputTooLarge, ti.Reason, id)
 		assert.Contains(t, ti.Message, "outputs are 65537 bytes of keys and values, over the limit of 65536 bytes per task instance", id)
 	}
-	outs, err := h.store.RunOutputs(t.Context(), runID, "")
+	outs, _, err := h.store.RunOutputs(t.Context(), runID, "", -1)
 	require.NoError(t, err)
 	require.Len(t, outs, 1, "only load-db's outputs are stored")
 	assert.Equal(t, map[string]string{"row_count": "12"}, outs[0].Outputs)

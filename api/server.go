@@ -232,6 +232,7 @@ var routeTable = []route{
 	{"POST /v1/runs/{run_id}/clear", AccessOperator, (*Server).clearRun},
 	{"POST /v1/runs/{run_id}/tasks/{task_id}/mark", AccessOperator, (*Server).markTI},
 	{"GET /v1/runs/{run_id}/tasks/{task_id}/logs", AccessRead, (*Server).readLogs},
+	{"GET /v1/runs/{run_id}/outputs", AccessRead, (*Server).runOutputs},
 	{"GET /v1/thresholds", AccessRead, (*Server).getThresholds},
 	{"PUT /v1/thresholds", AccessOperator, (*Server).putThresholds},
 	{"DELETE /v1/thresholds", AccessOperator, (*Server).resetThresholds},

@@ -43,7 +43,7 @@ func TestExamplesLoad(t *testing.T) {
 			assert.Equal(t, []string{"sh", "-c"}, task.Command[:2], "%s/%s", s.DAGID, task.ID)
 		}
 	}
-	assert.Equal(t, []string{"export", "flaky", "long", "pipeline", "trigger-rules"}, ids)
+	assert.Equal(t, []string{"export", "flaky", "long", "outputs", "pipeline", "trigger-rules"}, ids)
 
 	byID := loadExamples(t)
 	assert.Equal(t,

@@ -109,52 +109,74 @@ func (s *Store) UpstreamOutputs(ctx context.Context, tiIDs []int64, maxBytes int
 }
 
 // TIOutputs is one task instance's outputs as RunOutputs returns them:
-// those of try TryNumber, the try that made it success.
+// those of try TryNumber, the try that made it success. Ordinal is the
+// task's place in the DAG, the cursor of the next page.
 type TIOutputs struct {
 	TIID      int64
 	TaskID    string
+	Ordinal   int
 	TryNumber int
 	Outputs   map[string]string
 	Bytes     int
 }
 
-// RunOutputs returns the outputs of run runID's task instances that are
-// success and have any, in the DAG's task order; taskID, when not empty,
-// keeps that task's only. At most a run's TIs × outputs.MaxBytes.
-// Errors: ErrNotFound when the run does not exist, or has no task taskID.
-func (s *Store) RunOutputs(ctx context.Context, runID int64, taskID string) ([]TIOutputs, error) {
+// Bounds of a RunOutputs page.
+const (
+	// OutputsPageBytes bounds a page: it holds the task instances whose
+	// outputs start within this many bytes of keys and values (the first
+	// one always), 64 of outputs.MaxBytes.
+	OutputsPageBytes = 4 << 20
+	// OutputsPageMax bounds a page in task instances.
+	OutputsPageMax = 1000
+)
+
+// RunOutputs returns a page of the outputs of run runID's task instances
+// that are success and have any, in the DAG's task order, after the task
+// of ordinal after (-1: from the first); taskID, when not empty, keeps
+// that task's only. The page is bounded by OutputsPageBytes and
+// OutputsPageMax (sizes read from ti_outputs.bytes, without reading the
+// outputs); more is true when it stopped at a bound, and the next page
+// starts after its last Ordinal. Errors: ErrNotFound when the run does
+// not exist, or has no task taskID.
+func (s *Store) RunOutputs(ctx context.Context, runID int64, taskID string, after int) (page []TIOutputs, more bool, err error) {
 	var exists bool
-	err := s.pool.QueryRow(ctx, `
+	err = s.pool.QueryRow(ctx, `
 		SELECT CASE WHEN $2 = '' THEN EXISTS (SELECT 1 FROM runs WHERE id = $1)
 		            ELSE EXISTS (SELECT 1 FROM task_instances WHERE run_id = $1 AND task_id = $2) END`,
 		runID, taskID).Scan(&exists)
 	if err != nil {
-		return nil, fmt.Errorf("outputs of run %d: %w", runID, err)
+		return nil, false, fmt.Errorf("outputs of run %d: %w", runID, err)
 	}
 	if !exists {
 		if taskID != "" {
-			return nil, fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
+			return nil, false, fmt.Errorf("run %d task %q: %w", runID, taskID, ErrNotFound)
 		}
-		return nil, fmt.Errorf("run %d: %w", runID, ErrNotFound)
+		return nil, false, fmt.Errorf("run %d: %w", runID, ErrNotFound)
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT t.id, t.task_id, o.try_number, o.outputs, o.bytes
-		  FROM task_instances t JOIN ti_outputs o ON o.ti_id = t.id AND o.try_number = t.try_number
-		 WHERE t.run_id = $1 AND t.state = 'success' AND ($2 = '' OR t.task_id = $2)
-		 ORDER BY t.ordinal`, runID, taskID)
+		SELECT p.id, p.task_id, p.ordinal, p.try_number, o.outputs, p.bytes, p.n
+		  FROM (SELECT t.id, t.task_id, t.ordinal, o.try_number, o.bytes,
+		               sum(o.bytes) OVER (ORDER BY t.ordinal) - o.bytes AS before,
+		               count(*) OVER () AS n
+		          FROM task_instances t JOIN ti_outputs o ON o.ti_id = t.id AND o.try_number = t.try_number
+		         WHERE t.run_id = $1 AND t.state = 'success' AND ($2 = '' OR t.task_id = $2) AND t.ordinal > $3) p
+		  JOIN ti_outputs o ON o.ti_id = p.id
+		 WHERE p.before < $4
+		 ORDER BY p.ordinal LIMIT $5`, runID, taskID, after, OutputsPageBytes, OutputsPageMax)
 	if err != nil {
-		return nil, fmt.Errorf("outputs of run %d: %w", runID, err)
+		return nil, false, fmt.Errorf("outputs of run %d: %w", runID, err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TIOutputs, error) {
+	var total int
+	page, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TIOutputs, error) {
 		var o TIOutputs
 		var raw []byte
-		if err := r.Scan(&o.TIID, &o.TaskID, &o.TryNumber, &raw, &o.Bytes); err != nil {
+		if err := r.Scan(&o.TIID, &o.TaskID, &o.Ordinal, &o.TryNumber, &raw, &o.Bytes, &total); err != nil {
 			return o, err
 		}
 		return o, json.Unmarshal(raw, &o.Outputs)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outputs of run %d: %w", runID, err)
+		return nil, false, fmt.Errorf("outputs of run %d: %w", runID, err)
 	}
-	return list, nil
+	return page, len(page) < total, nil
 }

@@ -65,18 +65,23 @@ func TestOutputsReachDownstreamAndANewTryReplacesThem(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[int64]store.UpstreamInputs{c.TIID: {Bytes: 28}}, in, "over the bound: the total, no outputs")
 
-	all, err := e.st.RunOutputs(e.ctx, runID, "")
+	all, more, err := e.st.RunOutputs(e.ctx, runID, "", -1)
 	require.NoError(t, err)
 	require.Len(t, all, 2)
-	assert.Equal(t, store.TIOutputs{TIID: by["a"].TIID, TaskID: "a", TryNumber: 1, Bytes: 16,
+	assert.False(t, more)
+	assert.Equal(t, store.TIOutputs{TIID: by["a"].TIID, TaskID: "a", Ordinal: all[0].Ordinal, TryNumber: 1, Bytes: 16,
 		Outputs: map[string]string{"path": "/x.csv", "rows": "12"}}, all[0])
 	assert.Equal(t, "b", all[1].TaskID)
+	rest, more, err := e.st.RunOutputs(e.ctx, runID, "", all[0].Ordinal)
+	require.NoError(t, err)
+	assert.False(t, more)
+	assert.Equal(t, all[1:], rest, "the page after a's ordinal")
 
 	// Cleared (as a clear leaves it: state none, the same try_number): no
 	// outputs, for readers and downstreams alike.
 	_, err = e.raw.Exec(e.ctx, `UPDATE task_instances SET state = 'none', attempt_id = NULL, end_date = NULL WHERE id = $1`, by["a"].TIID)
 	require.NoError(t, err)
-	only, err := e.st.RunOutputs(e.ctx, runID, "a")
+	only, _, err := e.st.RunOutputs(e.ctx, runID, "a", -1)
 	require.NoError(t, err)
 	assert.Empty(t, only)
 	in, err = e.st.UpstreamOutputs(e.ctx, []int64{c.TIID}, 1<<20)
@@ -95,14 +100,14 @@ func TestOutputsReachDownstreamAndANewTryReplacesThem(t *testing.T) {
 	res = e.st.CompleteBatch(e.ctx, agentID, []store.Completion{
 		{Attempt: again[0].Attempt, Outcome: state.OutcomeSuccess, ExitCode: &zero, Outputs: map[string]string{"path": "/y.csv"}}})
 	require.NoError(t, res[0].Err)
-	only, err = e.st.RunOutputs(e.ctx, runID, "a")
+	only, _, err = e.st.RunOutputs(e.ctx, runID, "a", -1)
 	require.NoError(t, err)
-	assert.Equal(t, []store.TIOutputs{{TIID: by["a"].TIID, TaskID: "a", TryNumber: 2, Bytes: 10,
+	assert.Equal(t, []store.TIOutputs{{TIID: by["a"].TIID, TaskID: "a", Ordinal: all[0].Ordinal, TryNumber: 2, Bytes: 10,
 		Outputs: map[string]string{"path": "/y.csv"}}}, only)
 	assert.Equal(t, 1, e.count(`SELECT count(*) FROM ti_outputs WHERE ti_id = $1`, by["a"].TIID))
 
-	_, err = e.st.RunOutputs(e.ctx, runID, "nope")
+	_, _, err = e.st.RunOutputs(e.ctx, runID, "nope", -1)
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	_, err = e.st.RunOutputs(e.ctx, runID+100, "")
+	_, _, err = e.st.RunOutputs(e.ctx, runID+100, "", -1)
 	assert.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -386,3 +386,35 @@ func withQuery(path string, q url.Values) string {
 	}
 	return path + "?" + q.Encode()
 }
+
+// RunOutputs returns the outputs of run id's successful task instances
+// (GET /v1/runs/{id}/outputs), every page, in the DAG's task order;
+// taskID, when not empty, keeps that task's only (a run without that
+// task is an *APIError with status 404). Errors: those of the route, or
+// an error naming the cursor when the server replies with a next_cursor
+// that does not move on.
+func (c *Client) RunOutputs(ctx context.Context, id int64, taskID string) ([]protocol.TIOutputs, error) {
+	var all []protocol.TIOutputs
+	after := -1
+	for {
+		q := url.Values{}
+		if taskID != "" {
+			q.Set("task_id", taskID)
+		}
+		if after >= 0 {
+			q.Set("after", strconv.Itoa(after))
+		}
+		var page protocol.OutputList
+		if err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/outputs", q), nil, &page); err != nil {
+			return all, err
+		}
+		all = append(all, page.Outputs...)
+		if page.NextCursor == nil {
+			return all, nil
+		}
+		if *page.NextCursor <= after {
+			return all, fmt.Errorf("GET %s/outputs: next_cursor %d does not move past after=%d", runPath(id), *page.NextCursor, after)
+		}
+		after = *page.NextCursor
+	}
+}

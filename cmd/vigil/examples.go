@@ -103,6 +103,11 @@ var examples = map[string]string{
 
   # Only what happened after event 40
   vigil runs events 12 --after 40 -o json`,
+	"vigil runs outputs": `  # What each task of run 12 wrote to $VIGIL_OUTPUT
+  vigil runs outputs 12
+
+  # One task's, whole values as JSON
+  vigil runs outputs 12 --task count-words -o json`,
 	"vigil runs cancel": `  vigil runs cancel 12`,
 	"vigil logs": `  # Every try of task extract of run 12
   vigil logs 12 extract

@@ -41,6 +41,7 @@ func newRunsCmd() *cobra.Command {
 		newRunsListCmd(o),
 		newRunsShowCmd(o),
 		newRunsEventsCmd(o),
+		newRunsOutputsCmd(o),
 		newRunsCancelCmd(o),
 		newRunsClearCmd(o),
 	)
