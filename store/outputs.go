@@ -12,13 +12,12 @@ import (
 // ti_outputs row per TI, the outputs of its try try_number. A success
 // writes them in the statement that records it (finishTI,
 // completeSuccessOutputsSQL), replacing an earlier try's. They are the
-// TI's outputs only while it is success at that try: a cleared TI
-// (state none, then its new try's claim counts try_number on) shows none
-// until its new try succeeds and replaces them. A change that makes a TI
-// success without a try of its own succeeding (a mark) must delete its
-// row in the same transaction (DELETE FROM ti_outputs WHERE ti_id = …),
-// or the outputs of an older success at the same try_number would show
-// again.
+// TI's outputs only while it is success at that try by a completion
+// (reason NULL): a cleared TI (state none, then its new try's claim
+// counts try_number on) shows none until its new try succeeds and
+// replaces them, and a TI marked success by hand (reason marked, the
+// try_number of the try cleared before) shows none: it did not run, so
+// an older success's outputs at the same try_number never show again.
 
 // upsertOutputsSQL and onOutputsConflictSQL frame the SELECT of
 // (ti_id, try_number, outputs, bytes) rows that a success stores.
@@ -64,7 +63,7 @@ const upstreamOutputsSQL = `
 	    FROM task_instances c
 	    JOIN task_instances up ON up.run_id = c.run_id AND up.task_id = ANY (c.upstream)
 	    JOIN ti_outputs o ON o.ti_id = up.id AND o.try_number = up.try_number
-	   WHERE c.id = ANY ($1::bigint[]) AND up.state = 'success'),
+	   WHERE c.id = ANY ($1::bigint[]) AND up.state = 'success' AND up.reason IS NULL),
 	tot AS (SELECT id, sum(bytes)::bigint AS total FROM u GROUP BY id)
 	SELECT u.id, u.task_id, CASE WHEN tot.total <= $2 THEN u.outputs END, tot.total
 	  FROM u JOIN tot USING (id)`
@@ -159,7 +158,8 @@ func (s *Store) RunOutputs(ctx context.Context, runID int64, taskID string, afte
 		               sum(o.bytes) OVER (ORDER BY t.ordinal) - o.bytes AS before,
 		               count(*) OVER () AS n
 		          FROM task_instances t JOIN ti_outputs o ON o.ti_id = t.id AND o.try_number = t.try_number
-		         WHERE t.run_id = $1 AND t.state = 'success' AND ($2 = '' OR t.task_id = $2) AND t.ordinal > $3) p
+		         WHERE t.run_id = $1 AND t.state = 'success' AND t.reason IS NULL
+		           AND ($2 = '' OR t.task_id = $2) AND t.ordinal > $3) p
 		  JOIN ti_outputs o ON o.ti_id = p.id
 		 WHERE p.before < $4
 		 ORDER BY p.ordinal LIMIT $5`, runID, taskID, after, OutputsPageBytes, OutputsPageMax)

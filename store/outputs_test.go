@@ -106,6 +106,18 @@ func TestOutputsReachDownstreamAndANewTryReplacesThem(t *testing.T) {
 		Outputs: map[string]string{"path": "/y.csv"}}}, only)
 	assert.Equal(t, 1, e.count(`SELECT count(*) FROM ti_outputs WHERE ti_id = $1`, by["a"].TIID))
 
+	// Cleared, then marked success by hand (as tasks mark leaves it:
+	// success, reason marked, the same try_number): it did not run, so it
+	// has no outputs, though the row of its try 2 is still there.
+	_, err = e.raw.Exec(e.ctx, `UPDATE task_instances SET reason = 'marked' WHERE id = $1`, by["a"].TIID)
+	require.NoError(t, err)
+	only, _, err = e.st.RunOutputs(e.ctx, runID, "a", -1)
+	require.NoError(t, err)
+	assert.Empty(t, only)
+	in, err = e.st.UpstreamOutputs(e.ctx, []int64{c.TIID}, 1<<20)
+	require.NoError(t, err)
+	assert.NotContains(t, in[c.TIID].Outputs, "a")
+
 	_, _, err = e.st.RunOutputs(e.ctx, runID, "nope", -1)
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	_, _, err = e.st.RunOutputs(e.ctx, runID+100, "", -1)
