@@ -20,6 +20,7 @@ import (
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/state"
+	"github.com/vigil-sched/vigil/trigger"
 )
 
 // loadSpec parses and validates api/openapi.json with kin-openapi.
@@ -230,6 +231,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		protocol.CodeAgentCredential, protocol.CodeCSRF, protocol.CodeTooLarge, protocol.CodeRateLimited, protocol.CodeUnavailable, protocol.CodeInternal,
 		protocol.CodeSecretsDisabled}, enum("ErrorDetail", "code"))
 	require.ElementsMatch(t, state.Strings(state.StopReasons()), enum("StopOrder", "reason"))
+	require.Equal(t, state.Strings(trigger.Rules()), enum("DAGTask", "trigger_rule"))
 	require.ElementsMatch(t, []string{protocol.StreamStdout, protocol.StreamStderr, protocol.StreamSystem}, enum("LogLine", "stream"))
 	require.ElementsMatch(t, state.Strings(state.Outcomes()), enum("CompleteRequest", "outcome"))
 	require.ElementsMatch(t, append([]string{""}, state.Strings(state.AgentFailures())...), enum("CompleteRequest", "failure"))

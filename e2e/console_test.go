@@ -21,7 +21,7 @@ import (
 // can take, and one that prints through a control-plane outage.
 var consoleDAGs = map[string]string{
 	"slow": "dag_id: slow\nparams:\n  rows: {type: int, default: 10}\ntasks:\n  - id: extract\n    command: [sh, -c, 'echo extracting; sleep 3']\n" +
-		"  - id: load\n    depends_on: [extract]\n    command: [sh, -c, 'echo loading; sleep 1']\n",
+		"  - id: load\n    depends_on: [extract]\n    trigger_rule: none_failed\n    command: [sh, -c, 'echo loading; sleep 1']\n",
 	"breaks": "dag_id: breaks\ntasks:\n  - id: fetch\n    command: [sh, -c, 'echo no such file >&2; exit 3']\n" +
 		"  - id: report\n    depends_on: [fetch]\n    command: ['true']\n",
 	"beats":  "dag_id: beats\ntasks:\n  - id: beat\n    retries: 1\n    command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do echo beat $i; sleep 0.5; done']\n",
@@ -207,6 +207,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("trigger with parameters from the DAG page", func(t *testing.T) {
 		b := b.on(t)
 		b.open(lite.URL, "#/dags/slow", `#trigger input[name="rows"]`)
+		assert.Contains(t, b.text("#dag-tasks"), "load ← extract (none_failed)", "a task's trigger rule is shown")
 		b.run("a bad value", setValue(`#trigger input[name="rows"]`, "many"), clickSel("#trigger-run"))
 		b.waitFor("the API's error", "#trigger-error .error")
 		assert.Contains(t, b.text("#trigger-error"), "rows", "the error names the parameter")

@@ -41,7 +41,7 @@ export async function dagPage(ctx, dagID, q) {
   const ro = ctx.session.viewer ? readOnly : "";
   ctx.main.innerHTML = `<h1>DAG ${esc(dagID)}</h1>
     <div class="card"><dl class="kv"><dt>Schedule state</dt><dd id="dag-paused"></dd>
-    <dt>Tasks</dt><dd>${(spec.tasks || []).map((t) => `${esc(t.id)}${t.depends_on ? ` ← ${esc(t.depends_on.join(", "))}` : ""}`).join("<br>")}</dd>
+    <dt>Tasks</dt><dd id="dag-tasks">${(spec.tasks || []).map((t) => `${esc(t.id)}${t.depends_on ? ` ← ${esc(t.depends_on.join(", "))}` : ""}${t.trigger_rule ? ` (${esc(t.trigger_rule)})` : ""}${t.skip_exit_code ? ` [skip on exit ${esc(String(t.skip_exit_code))}]` : ""}`).join("<br>")}</dd>
     <dt>Schedule</dt><dd>${esc(spec.schedule || "manual only")}</dd><dt>Timeout</dt><dd>${esc(spec.timeout || "none")}</dd></dl>
     <div class="actions"><button id="pause-dag"${ro}>Pause</button><button id="unpause-dag"${ro}>Unpause</button>
     <span class="muted">A paused DAG's schedule creates no runs; triggers and backfills still do.</span></div><div id="pause-error"></div></div>
