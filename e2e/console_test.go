@@ -28,6 +28,14 @@ var consoleDAGs = map[string]string{
 	"gpu":    "dag_id: gpu\ntimeout: 10m\ntasks:\n  - id: train\n    tags: [gpu]\n    command: ['true']\n",
 	"hint":   "dag_id: hint\ntasks:\n  - id: sit\n    tags: [hint]\n    command: [sh, -c, 'echo sitting; sleep 120']\n",
 	"steady": "dag_id: steady\ntasks:\n  - id: count\n    command: [sh, -c, 'i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo line $i; sleep 0.1; done']\n",
+	"emit": `dag_id: emit
+tasks:
+  - id: emit
+    command: [sh, -c, 'echo rows=12 >> "$VIGIL_OUTPUT"; printf "note<<EOF\nfirst line\nsecond line\nEOF\n" >> "$VIGIL_OUTPUT"']
+  - id: use
+    depends_on: [emit]
+    command: [sh, -c, 'echo "rows: $VIGIL_INPUT_EMIT_ROWS"']
+`,
 }
 
 // TestConsoleInABrowser drives the web console in Debian's Chromium
@@ -247,6 +255,19 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	t.Run("a DAG's grid and durations, a run's Gantt chart", func(t *testing.T) {
 		consoleHistory(t, b.on(t), lite, marker)
+	})
+
+	t.Run("a task instance's outputs on the run page", func(t *testing.T) {
+		b := b.on(t)
+		run, _ := triggerJSON(t, lite, "emit", false)
+		waitRunState(t, lite, run.ID, "success", 30*time.Second)
+		b.open(lite.URL, fmt.Sprintf("#/runs/%d", run.ID), `#tis tr[data-outputs="emit"]`)
+		out := `#tis tr[data-outputs="emit"] `
+		assert.Equal(t, "12", b.text(out+`tr[data-output-key="rows"] pre`))
+		assert.Equal(t, "first line\nsecond line", b.text(out+`tr[data-output-key="note"] pre`), "the value whole, its line break kept")
+		assert.Contains(t, b.text(out+"thead"), "try 1")
+		assert.Zero(t, b.count(`#tis tr[data-outputs="use"]`), "use wrote no outputs")
+		b.shot("run-outputs")
 	})
 
 	t.Run("clear and mark from the run page", func(t *testing.T) {

@@ -5,6 +5,7 @@ import { isDecision } from "../decisions.js";
 import { renderGraph } from "../graph.js";
 import { renderGantt } from "../gantt.js";
 import { clearButton, markButtons, wireRerun } from "../rerun.js";
+import { outputsRow, runOutputs } from "../outputs.js";
 import { badge, esc, errorBox, fmtClock, fmtDur, fmtTime, parseDur } from "../util.js";
 import { duration } from "./runs.js";
 import { left } from "./atrisk.js";
@@ -66,8 +67,8 @@ export async function runPage(ctx, runID) {
     }
     // The run's share of the at-risk report: its overdue heartbeats, in
     // the reapers' own words (GET /v1/at-risk?run_id=N).
-    const [events, agentList, risk] = await Promise.all([allEvents(runID), api("GET", "/v1/agents"),
-      api("GET", `/v1/at-risk?run_id=${runID}`)]);
+    const [events, agentList, risk, outs] = await Promise.all([allEvents(runID), api("GET", "/v1/agents"),
+      api("GET", `/v1/at-risk?run_id=${runID}`), runOutputs(runID)]);
     agents = new Map(agentList.agents.map((a) => [a.id, a.name]));
     if (!ctx.live()) return;
     current = run;
@@ -78,7 +79,7 @@ export async function runPage(ctx, runID) {
     await renderGraph(document.getElementById("graph"), runID, tasks, dagDeps);
     const atts = attempts(events);
     renderGantt(document.getElementById("gantt"), run, atts, serverNow());
-    tiTable(ctx, run, atts, name, risk);
+    tiTable(ctx, run, atts, name, risk, outs);
     timeline(events, name);
   });
 }
@@ -121,7 +122,7 @@ function overdue(ti, risk, name) {
     <span data-time-left>${left(risk.now, r.time_left)}</span> (${esc(r.decision)}: ${esc(r.outcome)})</td></tr>`;
 }
 
-function tiTable(ctx, run, atts, name, risk) {
+function tiTable(ctx, run, atts, name, risk, outs) {
   const rows = run.task_instances.map((ti) => {
     const mine = atts.filter((a) => a.task === ti.task_id);
     const tries = mine.map((a) => {
@@ -134,7 +135,7 @@ function tiTable(ctx, run, atts, name, risk) {
     }).join("");
     const lost = ti.log_dropped ? ` <span class="badge s-failed" data-log-incomplete="${ti.log_dropped}" title="an agent dropped lines it could not deliver; gap markers in the log show where">log incomplete: ${ti.log_dropped} line${ti.log_dropped === 1 ? "" : "s"} lost</span>` : "";
     return `<tr data-task="${esc(ti.task_id)}"><td><strong>${esc(ti.task_id)}</strong></td><td>${badge(ti.state)}</td>
-      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}<div class="mark">${markButtons(ctx, run, ti)}</div></td></tr>${overdue(ti, risk, name)}
+      <td colspan="2" class="muted">${esc(ti.reason || "")} ${esc(ti.message || "")}${lost}<div class="mark">${markButtons(ctx, run, ti)}</div></td></tr>${overdue(ti, risk, name)}${outputsRow(outs.get(ti.task_id))}
       ${tries ? `<tr><td></td><td colspan="3"><table><thead><tr><th>Try</th><th>Agent</th><th>Claimed</th><th>Started</th><th>Ended</th>
       <th>Exit</th><th>Reason</th><th></th></tr></thead><tbody>${tries}</tbody></table></td></tr>` : ""}`;
   }).join("");
