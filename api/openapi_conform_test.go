@@ -248,6 +248,27 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: "dag_id: contract-hook\ntasks:\n  - id: a\n    command: [\"true\"]\n"}, true, 200)
 	c.do("DELETE", "/v1/webhooks/contract", opToken, "", nil, true, 204)
 	c.do("DELETE", "/v1/webhooks/contract", opToken, "", nil, true, 404)
+	// Task pools and DAG deletion: set, list, a DAG naming one, the
+	// refusals while in use, deletes; errors.
+	withPool := "dag_id: contract-pool\ntasks:\n  - id: a\n    command: [\"true\"]\n    pool: contract\n    priority_weight: 5\n"
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: withPool}, true, 400)
+	setPool := decodeInto[protocol.SetPoolResponse](t, c.do("PUT", "/v1/pools/contract", opToken, "",
+		protocol.SetPoolRequest{Slots: ptrTo(2)}, true, 200))
+	require.True(t, setPool.Created)
+	require.Equal(t, 2, setPool.Slots)
+	c.do("PUT", "/v1/pools/contract", opToken, "", protocol.SetPoolRequest{Slots: ptrTo(-1)}, false, 400)
+	c.do("PUT", "/v1/pools/contract", opToken, "", protocol.SetPoolRequest{}, false, 400)
+	c.do("PUT", "/v1/pools/contract", viewerToken, "", protocol.SetPoolRequest{Slots: ptrTo(1)}, true, 403)
+	c.do("GET", "/v1/pools", viewerToken, "", nil, true, 200)
+	c.do("POST", "/v1/dags", opToken, "", protocol.ApplyDAGRequest{YAML: withPool}, true, 200)
+	c.do("DELETE", "/v1/pools/contract", opToken, "", nil, true, 409)
+	c.do("POST", "/v1/dags/contract-pool/runs", opToken, "", nil, true, 201)
+	c.do("DELETE", "/v1/dags/contract-pool", opToken, "", nil, true, 409)
+	c.do("DELETE", "/v1/dags/contract-secret", opToken, "", nil, true, 200)
+	c.do("DELETE", "/v1/dags/contract-secret", opToken, "", nil, true, 404)
+	c.do("DELETE", "/v1/pools/contract-none", opToken, "", nil, true, 404)
+	c.do("PUT", "/v1/pools/contract-gone", opToken, "", protocol.SetPoolRequest{Slots: ptrTo(0)}, true, 200)
+	c.do("DELETE", "/v1/pools/contract-gone", opToken, "", nil, true, 204)
 
 	// Console session: sign in, read and write by cookie, sign out.
 	c.do("POST", "/v1/session", "", "", protocol.SessionRequest{Token: "wrong"}, true, 401)
@@ -330,3 +351,6 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	}
 	require.Empty(t, missed, "routes the walk never exercised: %s", strings.Join(missed, ", "))
 }
+
+// ptrTo returns a pointer to v, for optional request fields.
+func ptrTo[T any](v T) *T { return &v }

@@ -172,6 +172,8 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"ClearResponse": protocol.ClearResponse{}, "ClearedTI": protocol.ClearedTI{}, "MarkResponse": protocol.MarkResponse{},
 		"MarkedTI": protocol.MarkedTI{},
 		"DAGGrid":  protocol.DAGGrid{}, "GridRun": protocol.GridRun{}, "GridCell": protocol.GridCell{},
+		"Pool": protocol.Pool{}, "PoolList": protocol.PoolList{}, "SetPoolResponse": protocol.SetPoolResponse{},
+		"DeleteDAGResponse": protocol.DeleteDAGResponse{},
 	}
 	requests := map[string]any{
 		"HeartbeatEntry": protocol.HeartbeatEntry{}, "RegisterRequest": protocol.RegisterRequest{},
@@ -181,6 +183,7 @@ func TestOpenAPISchemasMirrorProtocol(t *testing.T) {
 		"BackfillRequest": protocol.BackfillRequest{}, "ThresholdsUpdate": protocol.ThresholdsUpdate{},
 		"SessionRequest": protocol.SessionRequest{}, "SetSecretRequest": protocol.SetSecretRequest{},
 		"ClearRequest": protocol.ClearRequest{}, "MarkRequest": protocol.MarkRequest{},
+		"SetPoolRequest": protocol.SetPoolRequest{},
 	}
 	check := func(name string, v any, reply bool) {
 		ref, ok := schemas[name]

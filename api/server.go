@@ -219,6 +219,7 @@ var routeTable = []route{
 	{"GET /v1/dags", AccessRead, (*Server).listDAGs},
 	{"POST /v1/dags", AccessOperator, (*Server).applyDAG},
 	{"GET /v1/dags/{dag_id}", AccessRead, (*Server).getDAG},
+	{"DELETE /v1/dags/{dag_id}", AccessOperator, (*Server).deleteDAG},
 	{"POST /v1/dags/{dag_id}/runs", AccessOperator, (*Server).triggerRun},
 	{"POST /v1/dags/{dag_id}/pause", AccessOperator, (*Server).pauseDAG},
 	{"POST /v1/dags/{dag_id}/unpause", AccessOperator, (*Server).unpauseDAG},
@@ -248,6 +249,9 @@ var routeTable = []route{
 	{"DELETE /v1/webhooks/{name}", webhooksAccess, (*Server).deleteWebhook},
 	{"POST /v1/webhooks/{name}/test", webhooksAccess, (*Server).testWebhook},
 	{"GET /v1/notifications", AccessRead, (*Server).listNotifications},
+	{"GET /v1/pools", AccessRead, (*Server).listPools},
+	{"PUT /v1/pools/{name}", AccessOperator, (*Server).setPool},
+	{"DELETE /v1/pools/{name}", AccessOperator, (*Server).deletePool},
 
 	{"POST /v1/session", AccessOpen, (*Server).signIn},
 	{"GET /v1/session", AccessRead, (*Server).getSession},
@@ -452,9 +456,20 @@ func (s *Server) storeErrorDetail(r *http.Request, err error) (int, protocol.Err
 	var rangeErr *store.BackfillRangeError
 	var missing *store.MissingSecretsError
 	var missingHooks *store.MissingWebhooksError
+	var missingPools *store.MissingPoolsError
+	var poolErr *store.PoolError
+	var poolInUse *store.PoolInUseError
+	var liveRuns *store.LiveRunsError
 	switch {
-	case errors.As(err, &confErr), errors.As(err, &rangeErr), errors.As(err, &missing), errors.As(err, &missingHooks):
+	case errors.As(err, &confErr), errors.As(err, &rangeErr), errors.As(err, &missing), errors.As(err, &missingHooks),
+		errors.As(err, &missingPools):
 		return http.StatusBadRequest, protocol.ErrorDetail{Code: protocol.CodeBadRequest, Message: err.Error()}
+	case errors.As(err, &poolErr):
+		return http.StatusBadRequest, protocol.ErrorDetail{Code: protocol.CodeBadRequest, Message: poolErr.Error()}
+	case errors.As(err, &poolInUse):
+		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeConflict, Message: poolInUse.Error()}
+	case errors.As(err, &liveRuns):
+		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeConflict, Message: liveRuns.Error()}
 	case errors.As(err, &stale):
 		return http.StatusConflict, protocol.ErrorDetail{Code: protocol.CodeStaleAttempt, Message: err.Error()}
 	case errors.As(err, &inUse):

@@ -147,11 +147,11 @@ func TestParseRejectsUnknownFields(t *testing.T) {
 			[]string{`dag "d": task "a": line 5: unknown field "retires" (task fields: id, depends_on, command, env, tags, retries,`}},
 		{"in a flow task without id", "dag_id: d\ntasks: [{command: [x], dependson: [b]}]\n",
 			[]string{`dag "d": tasks[0]: line 2: unknown field "dependson"`}},
-		{"several at once", "dag_id: d\nowner: me\ntasks:\n  - id: a\n    cmd: [x]\n  - id: b\n    command: [x]\n    pool: p\n",
+		{"several at once", "dag_id: d\nowner: me\ntasks:\n  - id: a\n    cmd: [x]\n  - id: b\n    command: [x]\n    pooll: p\n",
 			[]string{
 				`dag "d": line 2: unknown field "owner"`,
 				`dag "d": task "a": line 5: unknown field "cmd"`,
-				`dag "d": task "b": line 8: unknown field "pool"`,
+				`dag "d": task "b": line 8: unknown field "pooll"`,
 			}},
 		{"repeated field", "dag_id: d\ntasks:\n  - id: a\n    command: [x]\n    retries: 1\n    retries: 2\n",
 			[]string{`task "a": line 6: field "retries" repeated (first at line 5)`}},

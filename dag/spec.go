@@ -3,6 +3,7 @@ package dag
 import (
 	"container/heap"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -154,6 +155,44 @@ type Task struct {
 	// SkipExitCode, if not 0, is the exit code (1 to 255) that ends a try
 	// skipped instead of failed, without a retry.
 	SkipExitCode ExitCode `yaml:"skip_exit_code,omitempty" json:"skip_exit_code,omitempty"`
+	// Pool names the task pool whose slots the task's running tries
+	// occupy (docs/pools.md); empty: none. The pool must exist when the
+	// DAG is applied (`vigil pools set`). See PoolNameRule.
+	Pool string `yaml:"pool,omitempty" json:"pool,omitempty"`
+	// PriorityWeight orders the claims of queued TIs, higher first, then
+	// the oldest (Airflow's priority_weight with weight_rule absolute).
+	// nil means DefaultPriorityWeight; see EffectivePriorityWeight. At
+	// most MaxPriorityWeight in absolute value.
+	PriorityWeight *int `yaml:"priority_weight,omitempty" json:"priority_weight,omitempty"`
+}
+
+// DefaultPriorityWeight is a task's priority_weight when it sets none,
+// as in Airflow.
+const DefaultPriorityWeight = 1
+
+// MaxPriorityWeight bounds |priority_weight|: PostgreSQL's integer range,
+// where the claim's index orders by its negation.
+const MaxPriorityWeight = 2147483647
+
+// EffectivePriorityWeight is PriorityWeight, or DefaultPriorityWeight when
+// it is not set.
+func (t *Task) EffectivePriorityWeight() int {
+	if t.PriorityWeight == nil {
+		return DefaultPriorityWeight
+	}
+	return *t.PriorityWeight
+}
+
+// Pools lists the distinct pools the spec's tasks name, sorted.
+func (s *Spec) Pools() []string {
+	var out []string
+	for i := range s.Tasks {
+		if p := s.Tasks[i].Pool; p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ApplyDefaults fills in the defaults that the zero values stand for

@@ -107,6 +107,8 @@ const maxCyclesShown = 10
 //   - env: at most MaxEnvVars variables; names non-empty, without "=";
 //     a {secret: NAME} value names a secret by secrets.NameRule (whether
 //     the secret exists is the server's check at apply);
+//   - pool: empty or ValidPoolName (whether the pool exists is the
+//     server's check at apply); priority_weight within ±MaxPriorityWeight;
 //   - every string: valid UTF-8 without NUL bytes, since specs are stored
 //     in PostgreSQL, whose text and jsonb types reject both, and NUL cannot
 //     be passed in argv or the environment.
@@ -322,7 +324,20 @@ func (v *validator) task(tasks []Task, i int, first map[string]int) {
 	if t.RunAsUser != "" && !ValidUserName(t.RunAsUser) {
 		add("run_as_user", "%s must be an OS user name: %s", quote(t.RunAsUser), RunAsUserRule)
 	}
+	if t.Pool != "" && !ValidPoolName(t.Pool) {
+		add("pool", "%s must be a pool name: %s", quote(t.Pool), PoolNameRule)
+	}
+	if w := t.PriorityWeight; w != nil && (*w > MaxPriorityWeight || *w < -MaxPriorityWeight) {
+		add("priority_weight", "must be between %d and %d (got %d)", -MaxPriorityWeight, MaxPriorityWeight, *w)
+	}
 }
+
+// PoolNameRule is the shape of a task pool's name, the same as an id's
+// (ValidID): a task's pool field and `vigil pools set` both check it.
+const PoolNameRule = idRule
+
+// ValidPoolName reports whether s has the shape PoolNameRule states.
+func ValidPoolName(s string) bool { return ValidID(s) }
 
 // RunAsUserRule is the shape of Task.RunAsUser: the portable user name of
 // POSIX and useradd's default NAME_REGEX, so that no name the agent looks

@@ -9,33 +9,49 @@ import (
 	"github.com/vigil-sched/vigil/dag"
 )
 
-// queuedTagSetsSQL enumerates the distinct required_tags arrays of the
-// queued TIs with one probe of ti_queued_tags_idx each (a loose index
-// scan), so a claim costs one index seek per distinct array plus the
-// rows it takes, however deep the queue of work it cannot take
+// queuedTagSetsSQL enumerates the distinct (required_tags, pool) groups
+// of the queued TIs with one probe of ti_queued_tags_idx each (a loose
+// index scan), so a claim costs one index seek per distinct group plus
+// the rows it takes, however deep the queue of work it cannot take
 // (docs/design.md §4 claim; adr/0018). It is the head of a WITH RECURSIVE
-// list and defines sets(tags, queued_at, id): each array with the key of
-// its oldest queued TI, the first entry of the array's run in the index
-// that the snapshot sees. Every queued TI of the array the snapshot sees
-// sorts at or after that key, so a claim seeks its candidates from there
-// rather than from the front of the run, past the entries of TIs claimed
-// since the last vacuum (adr/0018, amendment).
+// list and defines sets(tags, pool, prio, queued_at, id): each group with
+// the key of its first queued TI in claim order (prio is
+// -priority_weight, so the highest weight sorts first, then the oldest),
+// the first entry of the group's run in the index that the snapshot sees.
+// Every queued TI of the group the snapshot sees sorts at or after that
+// key, so a claim seeks its candidates from there rather than from the
+// front of the run, past the entries of TIs claimed since the last vacuum
+// (adr/0018, amendment).
 const queuedTagSetsSQL = `
-	sets(tags, queued_at, id) AS (
-	  (SELECT required_tags, queued_at, id FROM task_instances WHERE state = 'queued'
-	    ORDER BY required_tags, queued_at, id LIMIT 1)
+	sets(tags, pool, prio, queued_at, id) AS (
+	  (SELECT required_tags, pool, -priority_weight, queued_at, id FROM task_instances WHERE state = 'queued'
+	    ORDER BY required_tags, pool, -priority_weight, queued_at, id LIMIT 1)
 	  UNION ALL
-	  SELECT n.required_tags, n.queued_at, n.id FROM sets s CROSS JOIN LATERAL (
-	    SELECT t.required_tags, t.queued_at, t.id FROM task_instances t
-	     WHERE t.state = 'queued' AND t.required_tags > s.tags
-	     ORDER BY t.required_tags, t.queued_at, t.id LIMIT 1) n)`
+	  SELECT n.* FROM sets s CROSS JOIN LATERAL (
+	    SELECT t.required_tags, t.pool, -t.priority_weight, t.queued_at, t.id FROM task_instances t
+	     WHERE t.state = 'queued' AND (t.required_tags, t.pool) > (s.tags, s.pool)
+	     ORDER BY t.required_tags, t.pool, -t.priority_weight, t.queued_at, t.id LIMIT 1) n)`
+
+// poolHasRoom is the SQL condition that the pool named by the
+// expression pool is none (”) or had a free slot as the statement's
+// snapshot saw it, read without a lock (occupied minus the releases not
+// yet folded, below slots). A claim locks only such pools, so a claim
+// whose every group waits on a full pool stays read-only; a slot freed
+// after the snapshot wakes the long-poll (trigger ti_pool_release
+// notifies ChanQueued) for the next round. A pool that does not exist
+// has no room.
+func poolHasRoom(pool string) string {
+	return `(` + pool + ` = '' OR EXISTS (
+		  SELECT 1 FROM task_pools p WHERE p.name = ` + pool + `
+		     AND p.slots > p.occupied - (SELECT count(*) FROM task_pool_releases r WHERE r.pool = p.name)))`
+}
 
 // claimableSQL is Claimable's statement ($1 the agent).
-const claimableSQL = `
+var claimableSQL = `
 		WITH RECURSIVE ` + queuedTagSetsSQL + `
 		SELECT a.tags,
 		       a.capacity - (SELECT count(*) FROM task_instances WHERE agent_id = a.id AND state = 'running'),
-		       EXISTS (SELECT 1 FROM sets s WHERE s.tags <@ a.tags)
+		       EXISTS (SELECT 1 FROM sets s WHERE s.tags <@ a.tags AND ` + poolHasRoom("s.pool") + `)
 		  FROM agents a WHERE a.id = $1 AND a.state <> 'deregistered'`
 
 // Claimability is what a claim long-poll reads before it claims: the
@@ -46,7 +62,7 @@ type Claimability struct {
 	// Room is capacity minus the agent's running TIs; ≤ 0 means full.
 	Room int
 	// Queued is true when some queued TI's required_tags are a subset of
-	// Tags.
+	// Tags and it names no pool or a pool with a free slot.
 	Queued bool
 }
 
@@ -79,7 +95,9 @@ func TagsFit(required, tags []string) bool {
 }
 
 // Claim hands agentID up to min(slots, capacity − running) queued TIs its
-// tags cover, oldest first (SKIP LOCKED: no two claims share one), each to
+// tags cover, highest priority_weight first, then oldest, never more of a
+// pool's TIs than the pool has free slots (SKIP LOCKED: no two claims
+// share one; docs/pools.md), each to
 // running with a fresh attempt_id, as its first heartbeat (docs/design.md
 // §4). Errors: ErrNotFound for an unknown or deregistered agent.
 func (s *Store) Claim(ctx context.Context, agentID int64, slots int) ([]ClaimedTask, error) {
@@ -121,21 +139,37 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 }
 
 // claimSQL is Claim's statement ($1 the agent, $2 the slots asked for).
-// Candidates are found by tag set: for each distinct required_tags array
-// the agent can take, its oldest entries are locked FOR UPDATE SKIP
-// LOCKED, then the oldest of those are taken; entries locked but not
-// taken are released at commit.
+// Candidates are found by group, a distinct (required_tags, pool): for
+// each group the agent's tags cover (fit) whose pool is none or had room
+// (roomy), its first entries in claim order (highest priority_weight,
+// then oldest) are locked FOR UPDATE SKIP LOCKED, up to the room asked
+// for and the pool's free slots; then the first of those in claim order
+// are taken, at most a pool's free slots from one pool across its
+// groups (pick); entries locked but not taken are released at commit.
+//
+// The pools are locked (pl, FOR NO KEY UPDATE, in name order so that two
+// claims never wait on each other in a cycle) before any candidate: the
+// locked row is the newest version, after every claim that committed
+// while this one waited, so occupied counts each TI they took although
+// this statement's snapshot is older. The releases this claim folds are
+// those it deletes (rel): a release another claim folded first is gone
+// and not counted twice. Free slots are slots − (occupied − folded),
+// never below 0, and pupd writes occupied − folded + taken. No statement
+// but a claim writes a pool row, and no claim waits on anything while it
+// holds one but the agent row, which no other writer holds while it
+// waits on a pool: the claim cannot deadlock (docs/pools.md).
+//
 // It reads the agent (a) and locks the candidates (cand) before any
-// write; the agent row and the TIs are written only when cand holds a
-// TI, so an empty claim is read-only. The TIs are written only through
-// the agent row's own update (upd reads ag): agent_id has no foreign key
-// (adr/0027), and a claim whose snapshot still saw an agent that
-// retention deleted meanwhile finds no row to update, so it takes
-// nothing rather than naming a missing agent. fit is materialized so
-// that no plan can lock entries of a tag set the agent cannot take
-// before filtering.
-// Its first row: the agent's tags, room and whether fitting work is
-// queued, then one row per claimed TI (or one with NULLs).
+// write; the agent row and the TIs are written only when pick holds a
+// TI, so an empty claim is read-only unless a pool looked free. The TIs
+// are written only through the agent row's own update (upd reads ag):
+// agent_id has no foreign key (adr/0027), and a claim whose snapshot
+// still saw an agent that retention deleted meanwhile finds no row to
+// update, so it takes nothing rather than naming a missing agent. fit is
+// materialized so that no plan can lock entries of a group the agent
+// cannot take before filtering.
+// Its first row: the agent's tags, room and whether work it could take
+// is queued, then one row per claimed TI (or one with NULLs).
 var claimSQL = `
 		WITH RECURSIVE ` + queuedTagSetsSQL + `,
 		a AS MATERIALIZED (
@@ -146,34 +180,55 @@ var claimSQL = `
 		  SELECT greatest(0, least($2::int, room))::int AS n FROM a),
 		fit AS MATERIALIZED (
 		  SELECT s.* FROM sets s, a WHERE s.tags <@ a.tags),
+		roomy AS MATERIALIZED (
+		  SELECT f.* FROM fit f WHERE ` + poolHasRoom("f.pool") + `),
+		pl AS MATERIALIZED (
+		  SELECT p.name, p.slots, p.occupied FROM task_pools p
+		   WHERE p.name IN (SELECT pool FROM roomy WHERE pool <> '') AND (SELECT n FROM lim) > 0
+		   ORDER BY p.name FOR NO KEY UPDATE),
+		rel AS (
+		  DELETE FROM task_pool_releases r USING pl WHERE r.pool = pl.name RETURNING r.pool),
+		free AS MATERIALIZED (
+		  SELECT pl.name, greatest(0, pl.slots - pl.occupied + (SELECT count(*) FROM rel WHERE rel.pool = pl.name))::int AS n
+		    FROM pl),
 		cand AS MATERIALIZED (
-		  SELECT c.id FROM fit s
+		  SELECT c.* FROM roomy s
 		   CROSS JOIN LATERAL (
-		     SELECT t.id, t.queued_at FROM task_instances t
-		      WHERE t.state = 'queued' AND t.required_tags <= s.tags
-		        AND (t.required_tags, t.queued_at, t.id) >= (s.tags, s.queued_at, s.id)
-		      ORDER BY t.required_tags, t.queued_at, t.id
-		      LIMIT (SELECT n FROM lim)
-		      FOR UPDATE OF t SKIP LOCKED) c
-		   ORDER BY c.queued_at, c.id
+		     SELECT t.id, t.pool, -t.priority_weight AS prio, t.queued_at FROM task_instances t
+		      WHERE t.state = 'queued' AND (t.required_tags, t.pool) <= (s.tags, s.pool)
+		        AND (t.required_tags, t.pool, -t.priority_weight, t.queued_at, t.id) >= (s.tags, s.pool, s.prio, s.queued_at, s.id)
+		      ORDER BY t.required_tags, t.pool, -t.priority_weight, t.queued_at, t.id
+		      LIMIT (SELECT least(lim.n, CASE WHEN s.pool = '' THEN lim.n
+		                                      ELSE coalesce((SELECT n FROM free WHERE free.name = s.pool), 0) END) FROM lim)
+		      FOR UPDATE OF t SKIP LOCKED) c),
+		pick AS MATERIALIZED (
+		  SELECT r.id, r.pool FROM (
+		    SELECT c.*, row_number() OVER (PARTITION BY c.pool ORDER BY c.prio, c.queued_at, c.id) AS k FROM cand c) r
+		   WHERE r.pool = '' OR r.k <= (SELECT n FROM free WHERE free.name = r.pool)
+		   ORDER BY r.prio, r.queued_at, r.id
 		   LIMIT (SELECT n FROM lim)),
 		ag AS (
 		  UPDATE agents SET last_heartbeat_at = now(), state = 'active',
 		         oldest_heartbeat_at = coalesce(oldest_heartbeat_at, now())
-		   WHERE id = $1 AND state <> 'deregistered' AND EXISTS (SELECT 1 FROM cand)
+		   WHERE id = $1 AND state <> 'deregistered' AND EXISTS (SELECT 1 FROM pick)
 		  RETURNING id),
 		upd AS (
 		  UPDATE task_instances t
 		     SET state = ` + moveClaim.To() + `, attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
 		         agent_id = ag.id, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
 		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
-		    FROM cand, ag WHERE t.id = cand.id AND t.state IN ` + moveClaim.From() + `
+		    FROM pick, ag WHERE t.id = pick.id AND t.state IN ` + moveClaim.From() + `
 		  RETURNING t.*),
+		pupd AS (
+		  UPDATE task_pools p
+		     SET occupied = p.occupied - (SELECT count(*) FROM rel WHERE rel.pool = p.name)
+		                               + (SELECT count(*) FROM upd WHERE upd.pool = p.name)
+		    FROM pl WHERE p.name = pl.name),
 		ev AS (
 		  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
 		  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_claimed',
 		         format('try %s claimed by agent %s', try_number, agent_id) FROM upd)
-		SELECT a.tags, a.room, EXISTS (SELECT 1 FROM fit), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id,
+		SELECT a.tags, a.room, EXISTS (SELECT 1 FROM roomy), u.id, u.attempt_id::text, u.run_id, u.dag_id, u.task_id,
 		       u.try_number, u.command, u.env, coalesce((extract(epoch FROM u.execution_timeout) * 1e6)::bigint, 0),
 		       r.run_type, r.logical_date, r.data_interval_start, r.data_interval_end, r.conf, u.run_as_user,
 		       cardinality(u.upstream) > 0

@@ -26,13 +26,19 @@ import (
 // between: *MissingSecretsError otherwise. Likewise every webhook its
 // notify list names must exist (*MissingWebhooksError), and the list is
 // stored in dag_notify in the same transaction, where the outbox
-// triggers read it (docs/notifications.md).
+// triggers read it (docs/notifications.md). Likewise a spec whose tasks
+// name task pools, with the pools' rows: *MissingPoolsError.
 func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
-	names := spec.SecretNames()
+	names, pools := spec.SecretNames(), spec.Pools()
 	var result string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(names) > 0 {
 			if err := checkSecretRefs(ctx, tx, spec, names); err != nil {
+				return err
+			}
+		}
+		if len(pools) > 0 {
+			if err := checkPoolRefs(ctx, tx, spec, pools); err != nil {
 				return err
 			}
 		}

@@ -35,6 +35,9 @@ func (s *Store) TriggerRunConf(ctx context.Context, dagID string, conf map[strin
 	}
 	var run Run
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockDAGRow(ctx, tx, dagID); err != nil {
+			return err
+		}
 		run, _, err = createRunTx(ctx, tx, spec, runOrigin{Type: RunManual, Conf: checked})
 		return err
 	})
@@ -147,6 +150,8 @@ type tiRow struct {
 	RunAsUser          string                  `json:"run_as_user"`
 	TriggerRule        string                  `json:"trigger_rule"`
 	SkipExitCode       int                     `json:"skip_exit_code"`
+	Pool               string                  `json:"pool"`
+	PriorityWeight     int                     `json:"priority_weight"`
 }
 
 // insertTIs inserts every TI of a new run, its run_queued event and its
@@ -159,7 +164,8 @@ func insertTIs(ctx context.Context, tx pgx.Tx, runID int64, spec *dag.Spec, msg 
 		r := tiRow{TaskID: t.ID, Ordinal: i, Command: t.Command, Env: t.Env, Tags: nonNil(t.Tags), Upstream: nonNil(t.DependsOn),
 			Retries: t.Retries, RetryDelayUS: micros(t.RetryDelay.D()), RetryExponential: t.RetryExponentialBackoff,
 			MaxRetryDelayUS: nullMicros(t.MaxRetryDelay.D()), RunAsUser: t.RunAsUser,
-			TriggerRule: string(t.TriggerRule.Rule()), SkipExitCode: int(t.SkipExitCode)}
+			TriggerRule: string(t.TriggerRule.Rule()), SkipExitCode: int(t.SkipExitCode),
+			Pool: t.Pool, PriorityWeight: t.EffectivePriorityWeight()}
 		if r.Env == nil {
 			r.Env = map[string]dag.EnvValue{}
 		}
@@ -177,16 +183,16 @@ func insertTIs(ctx context.Context, tx pgx.Tx, runID int64, spec *dag.Spec, msg 
 		WITH ti AS (
 		  INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, env, required_tags,
 		      upstream, retries, retry_delay, retry_exponential, max_retry_delay, execution_timeout, run_as_user,
-		      trigger_rule, skip_exit_code)
+		      trigger_rule, skip_exit_code, pool, priority_weight)
 		  SELECT $1, $2, x.task_id, x.ordinal, `+jsonTextArray("x.command")+`, x.env, `+jsonTextArray("x.tags")+`, `+jsonTextArray("x.upstream")+`,
 		         x.retries, x.retry_delay_us * interval '1 microsecond', x.retry_exponential,
 		         coalesce(x.max_retry_delay_us * interval '1 microsecond', interval '1 hour'),
 		         x.execution_timeout_us * interval '1 microsecond', nullif(x.run_as_user, ''),
-		         x.trigger_rule, nullif(x.skip_exit_code, 0)
+		         x.trigger_rule, nullif(x.skip_exit_code, 0), x.pool, x.priority_weight
 		    FROM jsonb_to_recordset($3::jsonb) AS x(task_id text, ordinal int, command jsonb, env jsonb, tags jsonb,
 		         upstream jsonb, retries int, retry_delay_us bigint, retry_exponential bool,
 		         max_retry_delay_us bigint, execution_timeout_us bigint, run_as_user text,
-		         trigger_rule text, skip_exit_code int)),
+		         trigger_rule text, skip_exit_code int, pool text, priority_weight int)),
 		ev AS (
 		  INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_queued', $4)),
 		dirty AS (

@@ -134,6 +134,8 @@ var otherWords = map[string]string{
 	"timezone":                            "dags.spec key",
 	"start_date":                          "dags.spec key",
 	"tasks":                               "dags.spec key",
+	"id":                                  "dags.spec task key",
+	"pool":                                "dags.spec task key",
 	"leader_epoch_seq":                    "sequence name",
 	"reset":                               "fence_domain_log.action",
 	"sweep":                               "ChanReap payload",

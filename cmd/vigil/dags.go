@@ -16,12 +16,12 @@ import (
 func newDagsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dags",
-		Short: "Apply and list DAG specs",
+		Short: "Apply, list and delete DAG specs",
 	}
 	o := addClientFlags(cmd)
 	groupCmd(cmd)
 	cmd.AddCommand(newDagsApplyCmd(o), newDagsListCmd(o), newDagsPauseCmd(o, true), newDagsPauseCmd(o, false), newDagsNextCmd(o),
-		newDagsBackfillCmd(o))
+		newDagsBackfillCmd(o), newDagsDeleteCmd(o))
 	return cmd
 }
 

@@ -19,7 +19,7 @@ import (
 // plus those that specs in extra define.
 func knownDAGs(t *testing.T, extra ...*dag.Spec) map[string]map[string]bool {
 	t.Helper()
-	specs, err := dag.LoadPaths(filepath.Join("..", "..", "examples"))
+	specs, err := dag.LoadPaths(filepath.Join("..", "..", "examples"), filepath.Join("..", "..", "examples", "pools"))
 	require.NoError(t, err)
 	out := map[string]map[string]bool{}
 	for _, s := range append(specs, extra...) {
@@ -54,7 +54,8 @@ func checkNames(t *testing.T, where string, args []string, dags map[string]map[s
 		return ""
 	}
 	switch cmd.CommandPath() {
-	case "vigil runs trigger", "vigil dags pause", "vigil dags unpause", "vigil dags next", "vigil dags backfill":
+	case "vigil runs trigger", "vigil dags pause", "vigil dags unpause", "vigil dags next", "vigil dags backfill",
+		"vigil dags delete":
 		if d := arg(0); d != "" {
 			assert.Contains(t, dags, d, "%s: %q names DAG %s, which examples/ does not define", where, strings.Join(args, " "), d)
 		}

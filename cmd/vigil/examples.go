@@ -159,6 +159,19 @@ var examples = map[string]string{
 	"vigil notifications list": `  vigil notifications list
   vigil notifications list --state dead -o wide
   vigil notifications list --run 4711`,
+	"vigil pools": `  vigil pools set warehouse --slots 2
+  vigil pools list
+  vigil pools delete warehouse`,
+	"vigil pools set": `  # At most 2 tasks naming pool warehouse run at once, across every DAG
+  vigil pools set warehouse --slots 2 --description "the warehouse's connection limit"
+  # Shrink it: running tasks finish; none starts until fewer than 1 run
+  vigil pools set warehouse --slots 1`,
+	"vigil pools list": `  vigil pools list
+  vigil pools list -o json`,
+	"vigil pools delete": `  vigil pools delete warehouse`,
+	"vigil dags delete": `  vigil dags delete pools-report
+  # Without asking (scripts)
+  vigil dags delete pools-report --yes`,
 	"vigil migrate": `  vigil migrate status --database-url postgres://vigil@db/vigil
   vigil migrate up --database-url postgres://vigil@db/vigil`,
 	"vigil migrate up":     `  vigil migrate up --database-url postgres://vigil@db/vigil`,

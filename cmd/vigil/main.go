@@ -110,6 +110,7 @@ func newRootCmd() *cobra.Command {
 		newSecretsCmd(),
 		newWebhooksCmd(),
 		newNotificationsCmd(),
+		newPoolsCmd(),
 		newMigrateCmd(),
 		newFenceCmd(),
 		newVersionCmd(),
