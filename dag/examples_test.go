@@ -43,7 +43,7 @@ func TestExamplesLoad(t *testing.T) {
 			assert.Equal(t, []string{"sh", "-c"}, task.Command[:2], "%s/%s", s.DAGID, task.ID)
 		}
 	}
-	assert.Equal(t, []string{"export", "flaky", "long", "outputs", "pipeline", "trigger-rules"}, ids)
+	assert.Equal(t, []string{"export", "flaky", "long", "outputs", "pipeline", "rerun", "trigger-rules"}, ids)
 
 	byID := loadExamples(t)
 	assert.Equal(t,
@@ -316,4 +316,24 @@ func TestExampleLongTicks(t *testing.T) {
 	code, out := r.run(t, "tick", 1, "SECONDS_TO_RUN=1")
 	require.Equal(t, 0, code, out)
 	assert.Contains(t, out, "tick: 1/1\ntick: done")
+}
+
+// TestRerunExampleFailsUntilCleared: the clear example (docs/rerun.md)
+// fails transform on its first try and leaves the marker, so the try a
+// clear starts succeeds and load finds the sum.
+func TestRerunExampleFailsUntilCleared(t *testing.T) {
+	t.Parallel()
+	requireTools(t)
+	r := newExampleRun(t, loadExamples(t)["rerun"], "1")
+	code, out := r.run(t, "extract", 1)
+	require.Equal(t, 0, code, out)
+	code, out = r.run(t, "transform", 1)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "transform: try 1: the source is broken; clear me to try again")
+	code, out = r.run(t, "transform", 2)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "transform: try 2: sum 5050")
+	code, out = r.run(t, "load", 1)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "load: sum 5050 loaded")
 }

@@ -38,7 +38,8 @@ var placeholder = regexp.MustCompile(`^[A-Z][A-Z_]*$|^\$|^<`)
 
 // checkNames fails when a vigil command line names a DAG or task that
 // dags does not hold: the DAG of runs trigger and dags
-// pause/unpause/next/backfill, the task of logs (in any DAG).
+// pause/unpause/next/backfill, the task of logs and tasks mark (in any
+// DAG).
 func checkNames(t *testing.T, where string, args []string, dags map[string]map[string]bool) {
 	t.Helper()
 	cmd, rest, err := newRootCmd().Find(args[1:])
@@ -59,7 +60,7 @@ func checkNames(t *testing.T, where string, args []string, dags map[string]map[s
 		if d := arg(0); d != "" {
 			assert.Contains(t, dags, d, "%s: %q names DAG %s, which examples/ does not define", where, strings.Join(args, " "), d)
 		}
-	case "vigil logs":
+	case "vigil logs", "vigil tasks mark":
 		if task := arg(1); task != "" {
 			found := false
 			for _, tasks := range dags {

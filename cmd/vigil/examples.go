@@ -53,12 +53,12 @@ var examples = map[string]string{
 
   # Re-run transform and everything after it, without asking
   vigil runs clear 7 --task transform --downstream --yes --reason "source fixed"`,
-	"vigil tasks": `  vigil tasks mark 7 load success --yes`,
-	"vigil tasks mark": `  # load failed for a reason already fixed by hand: let its dependents run
-  vigil tasks mark 7 load success --reason "loaded by hand" --yes
+	"vigil tasks": `  vigil tasks mark 7 transform success --yes`,
+	"vigil tasks mark": `  # transform failed for a reason fixed by hand: let its dependents run
+  vigil tasks mark 7 transform success --reason "sum computed by hand" --yes
 
-  # Stop report and what follows it
-  vigil tasks mark 7 report failed --downstream --yes`,
+  # Stop transform and what follows it
+  vigil tasks mark 7 transform failed --downstream --yes`,
 	"vigil dags backfill": `  # One backfill run per slot of etl's schedule in January 2026 (at most 1000)
   vigil dags backfill etl --from 2026-01-01T00:00:00Z --to 2026-01-31T00:00:00Z
 

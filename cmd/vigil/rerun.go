@@ -8,16 +8,17 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// confirm asks the operator on in (a terminal) to confirm what, and
-// reports whether they answered yes. When in is not a terminal there is no
-// one to ask: it refuses, saying to pass --yes.
+// confirm asks the operator on standard input to confirm what, and
+// returns nil when they answer yes. When standard input is not a terminal
+// there is no one to ask: it refuses, saying to pass --yes.
 func confirm(cmd *cobra.Command, what string) error {
 	in := cmd.InOrStdin()
-	if f, ok := in.(*os.File); !ok || !isTerminal(f) {
+	if f, ok := in.(*os.File); !ok || !isTTY(f) {
 		return usageError("%s: standard input is not a terminal, so there is no one to confirm; pass --yes", cmd.CommandPath())
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s? [y/N] ", what)
@@ -30,6 +31,13 @@ func confirm(cmd *cobra.Command, what string) error {
 		return nil
 	}
 	return fmt.Errorf("%s: not confirmed; nothing changed", cmd.CommandPath())
+}
+
+// isTTY reports whether f is a terminal: a character device that answers
+// the terminal ioctl (/dev/null is a character device, and no terminal).
+func isTTY(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // clearedLines renders what a clear did (or would do), one TI a line.
