@@ -42,8 +42,10 @@ type ClearedTI struct {
 	TaskID    string
 	State     state.TI // the state it left
 	TryNumber int      // its last try; the next runs as TryNumber+1
-	// Rederived is true for an upstream_failed TI cleared because a TI
-	// it depends on was (not selected itself).
+	// Rederived is true for a TI the scheduler had ended by its trigger
+	// rule (upstream_failed, or skipped by the rule), not selected itself,
+	// cleared because the clear of a TI it depends on may change that
+	// (runGraph.reopenable).
 	Rederived bool
 }
 
@@ -79,8 +81,9 @@ func markable(to state.TI) func(state.TI) bool {
 // planClear picks the TIs req clears in g: the selection (req.TaskIDs or
 // defaultClear), widened by Downstream and Upstream, narrowed by
 // OnlyFailed, of which the ended ones are cleared and the pending ones
-// (none, scheduled, up_for_retry) left as they are; plus the
-// upstream_failed TIs that only the cleared ones blocked (re-derived).
+// (none, scheduled, up_for_retry) left as they are; plus the dependents
+// the scheduler ended by their trigger rule that the clear may decide
+// otherwise (runGraph.reopenable), for the scheduler to judge again.
 // Errors: ErrNotFound for a task not in the run; ErrConflict naming each
 // selected TI an agent holds (queued or running).
 func planClear(g runGraph, req ClearRequest) ([]ClearedTI, error) {

@@ -309,3 +309,49 @@ func TestMarkSetsStateAndDependentsFollow(t *testing.T) {
 	assert.ErrorContains(t, err, `state: "queued" is neither success nor failed`)
 	assert.False(t, errors.Is(err, store.ErrConflict))
 }
+
+// A clear re-derives the dependents whose state the scheduler derived
+// from the cleared TI, under their trigger rules: j (one_success) was
+// upstream_failed after a and b failed; clearing a alone lets j run once
+// a succeeds, though b stays failed. y was skipped (trigger_rule) after x
+// exited with its skip_exit_code; clearing x runs x and then y.
+func TestClearRederivesUnderTriggerRules(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	e.apply("dag_id: rules\ntasks:\n" +
+		"  - id: a\n    command: [\"true\"]\n" +
+		"  - id: b\n    command: [\"true\"]\n" +
+		"  - id: j\n    command: [\"true\"]\n    depends_on: [a, b]\n    trigger_rule: one_success\n" +
+		"  - id: x\n    command: [\"true\"]\n    skip_exit_code: 99\n" +
+		"  - id: y\n    command: [\"true\"]\n    depends_on: [x]\n")
+	runID := e.trigger("rules")
+	agent := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 8})
+	e.tick()
+	tasks, err := e.st.Claim(e.ctx, agent, 8)
+	require.NoError(t, err)
+	require.Len(t, tasks, 3, "a, b and x")
+	for _, task := range tasks {
+		code := 1
+		if task.TaskID == "x" {
+			code = 99
+		}
+		_, _, err := e.st.Complete(e.ctx, agent, store.Completion{Attempt: task.Attempt, Outcome: state.OutcomeFailed, ExitCode: &code})
+		require.NoError(t, err)
+	}
+	e.work(agent, nil)
+	require.Equal(t, "failed", e.runState(runID))
+	require.Equal(t, state.TIUpstreamFailed, e.tiOf(runID, "j").State)
+	require.Equal(t, state.TISkipped, e.tiOf(runID, "x").State)
+	require.Equal(t, state.TISkipped, e.tiOf(runID, "y").State)
+
+	res, err := e.st.ClearTIs(e.ctx, store.ClearRequest{RunID: runID, TaskIDs: []string{"a", "x"}, Actor: "tester"})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ClearedTI{{TaskID: "a", State: state.TIFailed, TryNumber: 1},
+		{TaskID: "j", State: state.TIUpstreamFailed, Rederived: true},
+		{TaskID: "x", State: state.TISkipped, TryNumber: 1},
+		{TaskID: "y", State: state.TISkipped, Rederived: true}}, res.Cleared)
+	assert.Equal(t, []string{"a#2", "x#2", "j#1", "y#1"}, e.work(agent, nil))
+	assert.Equal(t, state.TISuccess, e.tiOf(runID, "j").State)
+	assert.Equal(t, state.TIFailed, e.tiOf(runID, "b").State)
+	assert.Equal(t, "failed", e.runState(runID), "b still failed")
+}

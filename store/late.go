@@ -14,14 +14,14 @@ import (
 // TI that a reaper already gave up on (docs/design.md §6, "a completion is never
 // lost"; adr/0014-late-success-after-run-end.md).
 
-// reopenDependentsTx returns to none exactly the TIs of a's run that
-// were marked upstream_failed because of a and are no longer blocked now
-// that a succeeded (runGraph.reopenable). Each gets a ti_reopened event;
-// the scheduler re-derives them on its next pass (finishTI marked the
-// run dirty). The caller holds the run row lock, the lock every
+// reopenDependentsTx returns to none the TIs of a's run that the
+// scheduler ended by their trigger rule and that a's success may decide
+// otherwise (runGraph.reopenable). Each gets a ti_reopened event; the
+// scheduler judges them again on its next pass (finishTI marked the run
+// dirty). The caller holds the run row lock, the lock every
 // dependency-resolution pass takes first (scheduleRunsTx), so no pass can
-// mark a dependent upstream_failed between this read and the caller's
-// commit. It returns how many TIs were reopened.
+// derive a dependent between this read and the caller's commit. It
+// returns how many TIs were reopened.
 func reopenDependentsTx(ctx context.Context, tx pgx.Tx, a tiAttempt) (int, error) {
 	g, err := loadRunGraphTx(ctx, tx, a.runID)
 	if err != nil {

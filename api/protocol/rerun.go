@@ -26,8 +26,10 @@ const MaxReasonLen = 1024
 
 // ClearedTI is one task instance a clear returned to none, as it was
 // before: State is the state it left, TryNumber its last try (the next
-// runs as TryNumber+1). Rederived is true for an upstream_failed task
-// instance cleared because a task it depends on was.
+// runs as TryNumber+1). Rederived is true for a task instance the
+// scheduler had ended by its trigger rule (upstream_failed, or skipped by
+// the rule), cleared because the clear of a task it depends on may change
+// that.
 type ClearedTI struct {
 	TaskID    string `json:"task_id"`
 	State     string `json:"state"`
@@ -62,8 +64,9 @@ type MarkedTI struct {
 }
 
 // MarkResponse is the reply of a mark: the run after it, the task
-// instances it set, and the upstream_failed dependents a mark to success
-// returned to none to run.
+// instances it set, and the dependents the scheduler had ended by their
+// trigger rule (upstream_failed, or skipped by the rule) that the mark may
+// decide otherwise, returned to none to be judged again.
 type MarkResponse struct {
 	Run      Run        `json:"run"`
 	Marked   []MarkedTI `json:"marked"`

@@ -48,7 +48,7 @@ func clearedLines(w io.Writer, res protocol.ClearResponse) {
 			line = fmt.Sprintf("  %s: try %d was %s", c.TaskID, c.TryNumber, c.State)
 		}
 		if c.Rederived {
-			line += " (re-derived with its upstream)"
+			line += " (derived again from its upstreams)"
 		}
 		fmt.Fprintf(w, "%s; runs as try %d\n", line, c.TryNumber+1)
 	}
@@ -65,10 +65,11 @@ func newRunsClearCmd(o *clientOpts) *cobra.Command {
 		Long: `Return task instances of RUN_ID to none so that they run again, each as a
 new try (try_number keeps counting, and each gets its retries again). By
 default every task instance that ended failed, upstream_failed or skipped
-is cleared; --task names others. upstream_failed task instances that only
-the cleared ones blocked are cleared with them. An ended run returns to
-running. A queued or running task instance in the selection refuses the
-whole clear (nothing changes). See docs/rerun.md.
+is cleared; --task names others. Dependents the scheduler ended by their
+trigger rule (upstream_failed, skipped by the rule) that the clear may
+decide otherwise are cleared with them and judged again. An ended run
+returns to running. A queued or running task instance in the selection
+refuses the whole clear (nothing changes). See docs/rerun.md.
 
 Without --yes it lists the selection and asks; with no terminal to ask
 on, it refuses. --dry-run only lists it.`,
@@ -156,8 +157,8 @@ func newTasksMarkCmd(o *clientOpts) *cobra.Command {
 		Short: "Set a task instance to success or failed by hand",
 		Long: `Set TASK_ID of RUN_ID (with --downstream, its transitive dependents too) to
 success or failed, with reason marked; its dependents proceed as if it had
-ended so: marked failed, its all_success dependents become upstream_failed;
-marked success, they run. An ended run returns to running and is
+ended so, under their trigger rules: marked failed, all_success dependents
+become upstream_failed; marked success, they run. An ended run returns to running and is
 finalized again, so a mark may change how it ends. A queued or running
 task instance is refused. See docs/rerun.md.
 
@@ -204,7 +205,7 @@ Without --yes it asks first; with no terminal to ask on, it refuses.`,
 					fmt.Fprintf(out, "  %s: was %s\n", t.TaskID, t.State)
 				}
 				for _, t := range res.Reopened {
-					fmt.Fprintf(out, "  %s: upstream_failed, runs now\n", t)
+					fmt.Fprintf(out, "  %s: derived again from its upstreams\n", t)
 				}
 			}
 			return nil
