@@ -276,9 +276,11 @@ func wakeHeldTx(ctx context.Context, tx pgx.Tx, ids []int64) (int, error) {
 // (as scheduleQueueSQL does); the updates find their rows by primary key.
 var resolveSQL = `
 	WITH d AS MATERIALIZED (
-	  SELECT ti.id, ` + decisionSQL + ` AS d
-	    FROM task_instances ti, runs r
-	   WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none'),
+	  SELECT id, d FROM (
+	    SELECT ti.id, ` + decisionSQL + ` AS d
+	      FROM task_instances ti, runs r
+	     WHERE ti.run_id = ANY ($1) AND r.id = ti.run_id AND r.state = 'running' AND ti.state = 'none') x
+	   WHERE d IN (` + decisionSQLValue(trigger.UpstreamFailed) + `, ` + decisionSQLValue(trigger.Skip) + `)),
 	f AS (
 	  UPDATE task_instances ti
 	     SET state = ` + moveUpstreamFailed.To() + `, reason = 'upstream_failed', end_date = now(), updated_at = now(),
