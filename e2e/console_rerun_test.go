@@ -81,10 +81,9 @@ func consoleRerun(t *testing.T, b *browser, lite *liteProc, marker string) {
 // viewerCannotRerun: the viewer sees clear and mark disabled, and the API
 // refuses the viewer's clear even with the session's CSRF token.
 func viewerCannotRerun(t *testing.T, b *browser, lite *liteProc) {
-	var failed protocol.RunList
-	getJSON(t, lite, "/v1/runs?state=failed&limit=1", &failed)
-	require.Len(t, failed.Runs, 1)
-	id := failed.Runs[0].ID
+	run, _ := triggerJSON(t, lite, "breaks", false)
+	id := run.ID
+	waitRunState(t, lite, id, "failed", 30*time.Second)
 	b.open(lite.URL, fmt.Sprintf("#/runs/%d", id), "#clear-run")
 	b.waitFor("clear is disabled for the viewer", "#clear-run[disabled]")
 	b.waitFor("mark buttons", `#tis button[data-mark]`)

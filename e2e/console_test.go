@@ -274,13 +274,17 @@ func TestConsoleInABrowser(t *testing.T) {
 		consoleRerun(t, b.on(t), lite, marker)
 	})
 
+	t.Run("the pools page", func(t *testing.T) {
+		consolePools(t, b.on(t), lite)
+	})
+
 	t.Run("laptop width: no page scrolls sideways", func(t *testing.T) {
 		b := b.on(t)
 		b.run("a 1024 px window", chromedp.EmulateViewport(1024, 700))
 		defer b.run("back to 1280 px", chromedp.EmulateViewport(1280, 860))
 		for _, page := range []struct{ route, sel string }{
 			{"#/runs", "#runs tbody tr"}, {"#/runs/1", "#graph svg"}, {"#/cluster", "#replicas tr[data-replica]"},
-			{"#/agents", "#agents tr[data-agent]"}, {"#/at-risk", "#risk-queued"}, {"#/dags/history", "#grid"},
+			{"#/agents", "#agents tr[data-agent]"}, {"#/at-risk", "#risk-queued"}, {"#/dags/history", "#grid"}, {"#/pools", "#pools"},
 		} {
 			b.open(lite.URL, page.route, page.sel)
 			var fits bool
@@ -300,6 +304,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.waitFor("the cancel button is disabled for the viewer", "#cancel-run[disabled]")
 		b.shot("run-detail-viewer")
 		viewerCannotRerun(t, b, lite)
+		viewerCannotSetPools(t, b, lite)
 		var status int
 		b.eval(fmt.Sprintf(`(async () => {
 			const s = await (await fetch("/v1/session")).json();

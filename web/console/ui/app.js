@@ -10,6 +10,7 @@ import { agentsPage } from "./pages/agents.js";
 import { clusterPage } from "./pages/cluster.js";
 import { atRiskPage } from "./pages/atrisk.js";
 import { dagsPage, dagPage } from "./pages/dags.js";
+import { poolsPage } from "./pages/pools.js";
 
 const main = document.getElementById("main");
 export const session = { role: "", viewer: false };
@@ -63,6 +64,7 @@ const routes = [
   [/^\/agents$/, (ctx) => agentsPage(ctx), "agents"],
   [/^\/at-risk$/, (ctx) => atRiskPage(ctx), "at-risk"],
   [/^\/cluster$/, (ctx) => clusterPage(ctx), "cluster"],
+  [/^\/pools$/, (ctx) => poolsPage(ctx), "pools"],
 ];
 
 function route() {
