@@ -66,22 +66,30 @@ func (a *Agent) flushCompletions(ctx context.Context) {
 			a.batchMu.Unlock()
 			return
 		}
-		gen := a.batch[0].conn.gen
-		var take, keep []*batchItem
-		size := 0
-		for _, it := range a.batch {
-			n := outputs.Size(it.pc.req.Outputs)
-			if it.conn.gen == gen && len(take) < protocol.MaxCompletionBatch && (len(take) == 0 || size+n <= maxBatchOutputBytes) {
-				take = append(take, it)
-				size += n
-			} else {
-				keep = append(keep, it)
-			}
-		}
-		a.batch = keep
+		var take []*batchItem
+		take, a.batch = nextBatch(a.batch)
 		a.batchMu.Unlock()
 		a.postBatch(ctx, take)
 	}
+}
+
+// nextBatch splits a non-empty queue into the next batch and the rest:
+// the items of the first item's link generation, in order, at most
+// protocol.MaxCompletionBatch of them and maxBatchOutputBytes of outputs
+// (the first item always goes).
+func nextBatch(queue []*batchItem) (take, keep []*batchItem) {
+	gen := queue[0].conn.gen
+	size := 0
+	for _, it := range queue {
+		n := outputs.Size(it.pc.req.Outputs)
+		if it.conn.gen == gen && len(take) < protocol.MaxCompletionBatch && (len(take) == 0 || size+n <= maxBatchOutputBytes) {
+			take = append(take, it)
+			size += n
+		} else {
+			keep = append(keep, it)
+		}
+	}
+	return take, keep
 }
 
 // postBatch sends one batch and answers each item. A server without the

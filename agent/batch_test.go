@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,43 @@ func TestACompletionFailedInternallyInABatchIsReplayed(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Equal(t, 2, f.completeHit[task.AttemptID], "refused once with internal, then delivered")
+}
+
+// TestNextBatchBoundsOutputs: a batch takes the first item's generation
+// only, at most MaxCompletionBatch items, and stops adding items whose
+// outputs would pass maxBatchOutputBytes, so a request of completions
+// with large outputs stays far below the server's body limit; the first
+// item always goes, and the rest keep their order.
+func TestNextBatchBoundsOutputs(t *testing.T) {
+	t.Parallel()
+	item := func(gen uint64, outBytes int) *batchItem {
+		it := &batchItem{conn: conn{gen: gen}}
+		if outBytes > 0 {
+			it.pc.req.Outputs = map[string]string{"k": strings.Repeat("v", outBytes-1)}
+		}
+		return it
+	}
+	const big = 64 << 10
+	var q []*batchItem
+	for range 70 {
+		q = append(q, item(1, big))
+	}
+	other, small := item(2, 0), item(1, 10) // the batch is full at 4 MiB: small waits too
+	q = append(q, other, small)
+	take, keep := nextBatch(q)
+	require.Len(t, take, maxBatchOutputBytes/big, "64 items of 64 KiB make 4 MiB")
+	assert.Equal(t, q[:64], take)
+	assert.Equal(t, append(append([]*batchItem{}, q[64:70]...), other, small), keep, "the rest, in order")
+
+	take, keep = nextBatch([]*batchItem{item(1, maxBatchOutputBytes+1), item(1, 1)})
+	assert.Len(t, take, 1, "the first item goes whatever its size")
+	assert.Len(t, keep, 1)
+
+	var many []*batchItem
+	for range protocol.MaxCompletionBatch + 5 {
+		many = append(many, item(3, 0))
+	}
+	take, keep = nextBatch(many)
+	assert.Len(t, take, protocol.MaxCompletionBatch)
+	assert.Len(t, keep, 5)
 }

@@ -87,3 +87,28 @@ func TestOutputsOverTheLimitFailTheTry(t *testing.T) {
 	assert.Empty(t, c.Failure)
 	assert.Equal(t, "exit status 3", c.Error)
 }
+
+// TestOutputsOfATaskUser: with --task-user the VIGIL_OUTPUT file belongs
+// to the task's user, mode 0600, and the task can neither list the
+// directory that holds it (and so reach another attempt's file) nor
+// replace its own with a link to a file only root may read, which the
+// agent, as root, would otherwise read back as outputs.
+func TestOutputsOfATaskUser(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, func(c *Config) { c.TaskUser = "nobody" })
+	task := f.enqueue(0, nil, sh(`stat -c '%U %a' "$VIGIL_OUTPUT"
+ls "$(dirname "$VIGIL_OUTPUT")" >/dev/null 2>&1 || echo cannot-list
+ln -sf /etc/shadow "$VIGIL_OUTPUT" 2>/dev/null || echo cannot-replace
+echo "who=$(id -un)" >> "$VIGIL_OUTPUT"`)...)
+	c := f.waitCompletion(task.AttemptID, 10*time.Second)
+	require.Equal(t, state.OutcomeSuccess, c.Outcome, "%+v", c)
+	assert.Equal(t, map[string]string{"who": "nobody"}, c.Outputs)
+	var got []string
+	for _, l := range f.lines(task.AttemptID) {
+		got = append(got, l.Line)
+	}
+	assert.Equal(t, []string{"nobody 600", "cannot-list", "cannot-replace"}, got)
+}

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -122,4 +124,45 @@ func TestOutputsReachDownstreamAndANewTryReplacesThem(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	_, _, err = e.st.RunOutputs(e.ctx, runID+100, "", -1)
 	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestRunOutputsPagesAreBounded: a page of a run's outputs stops once it
+// holds OutputsPageBytes of keys and values, says there is more, and the
+// next page, after its last task's ordinal, holds the rest.
+func TestRunOutputsPagesAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 100})
+	const n = 66 // 64 fill a page
+	var spec strings.Builder
+	spec.WriteString("dag_id: wide\nmax_active_tasks: 100\ntasks:\n")
+	for i := range n {
+		fmt.Fprintf(&spec, "  - {id: t%02d, command: [\"true\"]}\n", i)
+	}
+	e.apply(spec.String())
+	runID := e.trigger("wide")
+	e.tick()
+	claimed, err := e.st.Claim(e.ctx, agentID, n)
+	require.NoError(t, err)
+	require.Len(t, claimed, n)
+	zero := 0
+	full := map[string]string{"v": strings.Repeat("x", 64<<10-1)} // 64 KiB of key and value
+	var batch []store.Completion
+	for _, c := range claimed {
+		batch = append(batch, store.Completion{Attempt: c.Attempt, Outcome: state.OutcomeSuccess, ExitCode: &zero, Outputs: full})
+	}
+	for _, r := range e.st.CompleteBatch(e.ctx, agentID, batch) {
+		require.NoError(t, r.Err)
+	}
+	first, more, err := e.st.RunOutputs(e.ctx, runID, "", -1)
+	require.NoError(t, err)
+	assert.True(t, more)
+	require.Len(t, first, store.OutputsPageBytes/(64<<10))
+	assert.Equal(t, "t00", first[0].TaskID)
+	rest, more, err := e.st.RunOutputs(e.ctx, runID, "", first[len(first)-1].Ordinal)
+	require.NoError(t, err)
+	assert.False(t, more)
+	require.Len(t, rest, n-len(first))
+	assert.Equal(t, "t64", rest[0].TaskID)
+	assert.Equal(t, full, rest[1].Outputs)
 }
