@@ -9,40 +9,35 @@ import (
 
 	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/identity"
 	"github.com/vigil-sched/vigil/store"
 )
 
-// role is who a request speaks for: the token it proved, by bearer header
-// or by console session cookie (session.go).
-type role int
-
-const (
-	roleNone role = iota
-	roleAgent
-	roleOperator
-	roleViewer
-)
-
-func (r role) String() string {
-	switch r {
-	case roleAgent:
-		return "agent"
-	case roleOperator:
-		return protocol.RoleOperator
-	case roleViewer:
-		return protocol.RoleViewer
-	}
-	return "none"
-}
-
-// caller is an authenticated request's role and how it proved it.
+// caller is an authenticated request's identity and how it proved it:
+// an agent, or a named identity of the operator API with its role.
 type caller struct {
-	role    role
-	session *session // nil for a bearer token
+	// agent: the agent token or a scoped agent token; id is then zero.
+	agent bool
+	// id is the identity (name and role) of an operator API caller.
+	id identity.Identity
+	// session is the console session it signed in with; nil for a
+	// bearer token.
+	session *session
 	// scope is the agent token's entry in Config.AgentTokens, which
 	// limits the tags its agent may hold; nil: the plain agent token, all
 	// tags.
 	scope *agenttoken.Entry
+}
+
+// known reports whether c proved anything.
+func (c caller) known() bool { return c.agent || c.id.Role != "" }
+
+// via says how c authenticated: "bearer" or "session".
+func (c caller) via() string {
+	if c.session != nil {
+		return "session"
+	}
+	return "bearer"
 }
 
 // authError is a refused authentication: the status, code and message.
@@ -52,33 +47,43 @@ type authError struct {
 	msg    string
 }
 
-// tokenCaller maps a presented token to its caller: a role token's, or a
-// scoped agent token of Config.AgentTokens with its entry.
+// tokenCaller maps a presented token to its caller: the agent token, a
+// scoped agent token of Config.AgentTokens with its entry, or an
+// identity (tokenIdentity); the zero caller for none.
 func (s *Server) tokenCaller(token string) caller {
-	if rl := s.tokenRole(token); rl != roleNone {
-		return caller{role: rl}
+	if token == "" {
+		return caller{}
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AgentToken)) == 1 {
+		return caller{agent: true}
+	}
+	if id, ok := s.tokenIdentity(token); ok {
+		return caller{id: id}
 	}
 	if e := s.cfg.AgentTokens.Lookup(token); e != nil {
-		return caller{role: roleAgent, scope: e}
+		return caller{agent: true, scope: e}
 	}
 	return caller{}
 }
 
-// tokenRole maps a presented token to its role, in constant time per
-// token; the viewer token counts only when configured.
-func (s *Server) tokenRole(token string) role {
+// tokenIdentity maps a presented token to its identity: the operator
+// token's (admin), the viewer token's when configured (both compared in
+// constant time), or a users file entry's (identity.Set.Lookup says why a
+// lookup by hash is safe).
+func (s *Server) tokenIdentity(token string) (identity.Identity, bool) {
 	eq := func(want string) bool {
 		return want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
 	}
 	switch {
-	case eq(s.cfg.AgentToken):
-		return roleAgent
 	case eq(s.cfg.OperatorToken):
-		return roleOperator
+		return identity.OperatorToken, true
 	case eq(s.cfg.ViewerToken):
-		return roleViewer
+		return identity.ViewerToken, true
 	}
-	return roleNone
+	if e, ok := s.cfg.Users.Lookup(token); ok {
+		return e.Identity(), true
+	}
+	return identity.Identity{}, false
 }
 
 // identify authenticates r: an Authorization bearer token wins; without
@@ -91,7 +96,7 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 			return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "Authorization: expected \"Bearer <token>\""}
 		}
 		c := s.tokenCaller(got)
-		if c.role == roleNone {
+		if !c.known() {
 			return caller{}, &authError{http.StatusUnauthorized, protocol.CodeUnauthorized, "invalid bearer token"}
 		}
 		return c, nil
@@ -107,7 +112,7 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 	if verr == nil {
 		// One round trip: the database clock for the expiry, and whether
 		// the session was signed out on any replica.
-		now, revoked, err := s.cfg.Store.SessionCheck(r.Context(), sess.id())
+		now, revoked, err := s.cfg.Store.SessionCheck(r.Context(), sess.revocationID())
 		if err != nil {
 			s.log.Warn("session check", "request_id", requestID(r), "err", err)
 			return caller{}, &authError{http.StatusServiceUnavailable, protocol.CodeUnavailable, "session check: the database is unavailable"}
@@ -125,7 +130,7 @@ func (s *Server) identify(r *http.Request) (caller, *authError) {
 			"header %s: missing or not this session's CSRF token; a state-changing request by session cookie needs it (GET /v1/session returns it)",
 			protocol.HeaderCSRF)}
 	}
-	return caller{role: sess.role, session: sess}, nil
+	return caller{id: sess.id, session: sess}, nil
 }
 
 // authFailed logs and counts a refused authentication: how it was tried
@@ -140,31 +145,37 @@ func (s *Server) authFailed(r *http.Request, method, reason string) {
 // safeMethod reports whether m changes nothing, so needs no CSRF check.
 func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
 
-// allowed reports whether rl may call a route of access; the message of
-// a refusal names the role it needs.
-func allowed(access Access, rl role) (bool, string) {
+// allowed reports whether c may call a route of access; the message of
+// a refusal names the role it needs and the caller's.
+func allowed(access Access, c caller) (bool, string) {
 	switch access {
 	case AccessAgent, AccessAgentSelf:
-		return rl == roleAgent, "this endpoint needs the agent token"
+		return c.agent, "this endpoint needs the agent token"
 	case AccessAgentSelfOrOperator:
-		return rl == roleAgent || rl == roleOperator, "this endpoint needs the agent token or the operator role"
-	case AccessRead:
-		return rl == roleOperator || rl == roleViewer, "this endpoint needs the operator or viewer role"
-	case AccessOperator:
-		if rl == roleViewer {
-			return false, "this endpoint changes state and needs the operator role; the viewer role is read-only"
-		}
-		return rl == roleOperator, "this endpoint needs the operator role"
-	case AccessAdmin:
-		return rl == roleOperator, "this endpoint manages secrets and needs the operator role"
+		return c.agent || c.id.Role.Includes(identity.Operator), "this endpoint needs the agent token or the operator role"
 	}
-	return false, "no access"
+	need := map[Access]identity.Role{AccessRead: identity.Viewer, AccessOperator: identity.Operator, AccessAdmin: identity.Admin}[access]
+	if need == "" {
+		return false, "no access"
+	}
+	if c.agent {
+		return false, fmt.Sprintf("this endpoint needs the %s role; the agent token has none", need)
+	}
+	if c.id.Role.Includes(need) {
+		return true, ""
+	}
+	msg := fmt.Sprintf("this endpoint needs the %s role; %s has the %s role", need, c.id.Name, c.id.Role)
+	if c.id.Role == identity.Viewer {
+		msg += ": the viewer role is read-only"
+	}
+	return false, msg
 }
 
 // auth admits a request whose caller may use a route of access.
 func (s *Server) auth(access Access, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, aerr := s.identify(r)
+		auditCaller(r, c)
 		if aerr != nil {
 			if aerr.status == http.StatusUnauthorized {
 				method := "session"
@@ -182,7 +193,7 @@ func (s *Server) auth(access Access, next http.HandlerFunc) http.Handler {
 				return
 			}
 		}
-		if ok, msg := allowed(access, c.role); !ok {
+		if ok, msg := allowed(access, c); !ok {
 			writeError(w, http.StatusForbidden, protocol.CodeForbidden, msg)
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/vigil-sched/vigil/api"
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/identity"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/notify"
@@ -37,7 +39,27 @@ const (
 	agentToken  = "agent-secret"
 	opToken     = "operator-secret"
 	viewerToken = "viewer-secret"
+	// The harness's users file: one identity of each role.
+	aliceToken = "alice-secret-operator" // alice, operator
+	adaToken   = "ada-secret-admin"      // ada, admin
+	veraToken  = "vera-secret-viewer"    // vera, viewer
 )
+
+// harnessUsers writes the harness's users file and loads it.
+func harnessUsers(t *testing.T) *identity.Set {
+	t.Helper()
+	body := ""
+	for _, u := range []struct{ name, role, token string }{
+		{"alice", "operator", aliceToken}, {"ada", "admin", adaToken}, {"vera", "viewer", veraToken},
+	} {
+		body += fmt.Sprintf("- name: %s\n  role: %s\n  token_sha256: %s\n", u.name, u.role, identity.SumHex(u.token))
+	}
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	users, err := identity.Load(path, nil)
+	require.NoError(t, err)
+	return users
+}
 
 // harness is a real control plane on a private database: store, listener,
 // scheduler leading under a static elector, and the API on httptest.
@@ -97,6 +119,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		Store: st, Listener: lis, Metrics: m, Logger: log, AgentToken: agentToken, OperatorToken: opToken, ViewerToken: viewerToken,
 		HeartbeatInterval: time.Second, Control: sched, LeaderStatus: el.Status, SignIn: opts.signIn, Secrets: box,
 		Notify: notify.NewDeliverer(notifyCfg),
+		Users:  harnessUsers(t),
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(conformReplies(t, srv.Handler()))

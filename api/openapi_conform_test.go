@@ -343,6 +343,17 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	c.do("POST", fmt.Sprintf("/v1/runs/%d/clear", run2.ID), opToken, "", nil, true, 409)
 	c.do("POST", ap+"/deregister", opToken, "", nil, true, 204)
 
+	// Admin: the audit log of the walk so far, then, last since it fences
+	// the harness's leader out, a fence reset.
+	audit := decodeInto[protocol.AuditList](t, c.do("GET", "/v1/audit?limit=5", opToken, "", nil, true, 200))
+	require.Len(t, audit.Records, 5)
+	require.NotNil(t, audit.NextCursor)
+	c.do("GET", "/v1/audit?since=yesterday", opToken, "", nil, false, 400)
+	c.do("GET", "/v1/audit", aliceToken, "", nil, false, 403)
+	c.do("POST", "/v1/fence/reset", opToken, "", protocol.FenceResetRequest{}, false, 400)
+	reset := decodeInto[protocol.FenceResetResponse](t, c.do("POST", "/v1/fence/reset", opToken, "", protocol.FenceResetRequest{Reason: "the OpenAPI walk"}, true, 200))
+	require.Equal(t, reset.Before.Generation+1, reset.After.Generation)
+
 	var missed []string
 	for _, rt := range api.Routes() {
 		if !c.seen[rt.Method+" "+rt.Path] {

@@ -335,7 +335,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("run cancelled", "run_id", id)
+	s.log.Info("run cancelled", "run_id", id, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, toRun(run))
 }
 

@@ -9,11 +9,6 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// actorOf names who makes an operator's change, as events and logs record
-// it: today the caller's role ("operator"). It is the one place the API
-// derives the actor of a cancel, clear or mark from a request.
-func actorOf(r *http.Request) string { return callerOf(r.Context()).role.String() }
-
 // reasonOK writes a 400 naming the field when an operator's reason is too
 // long.
 func reasonOK(w http.ResponseWriter, reason string) bool {

@@ -79,9 +79,9 @@ func TestSecretsRoutesRefuse(t *testing.T) {
 		code                int
 		msg                 string
 	}{
-		{"GET", "/v1/secrets", viewerToken, nil, 403, "operator role"},
-		{"PUT", "/v1/secrets/x_1", viewerToken, protocol.SetSecretRequest{Value: "abcd"}, 403, "operator role"},
-		{"DELETE", "/v1/secrets/x_1", agentToken, nil, 403, "operator role"},
+		{"GET", "/v1/secrets", viewerToken, nil, 403, "admin role"},
+		{"PUT", "/v1/secrets/x_1", viewerToken, protocol.SetSecretRequest{Value: "abcd"}, 403, "admin role"},
+		{"DELETE", "/v1/secrets/x_1", agentToken, nil, 403, "admin role"},
 		{"PUT", "/v1/secrets/1x", opToken, protocol.SetSecretRequest{Value: "abcd"}, 400, "path parameter name: \"1x\" must be 1 to 128 characters"},
 		{"PUT", "/v1/secrets/x_1", opToken, protocol.SetSecretRequest{Value: "abc"}, 400, "value: must be at least 4 bytes (got 3)"},
 		{"PUT", "/v1/secrets/x_1", opToken, protocol.SetSecretRequest{Value: strings.Repeat("v", 64<<10+1)}, 400, "value: must be at most 65536 bytes"},

@@ -4,8 +4,9 @@
 // PostgreSQL transaction, so any replica can answer any agent.
 //
 // Authentication is by bearer token: the agent token may only use the agent
-// endpoints, and only for the agent's own attempts; the operator token may
-// use everything else. An agent endpoint that acts for an agent id
+// endpoints, and only for the agent's own attempts; every other route
+// needs an identity (the operator or viewer token, or a users file entry's
+// token) whose role is the route's (routeTable). An agent endpoint that acts for an agent id
 // (/v1/agents/{agent_id}/...) also needs that agent's own credential, the
 // secret its registration returned, in the Vigil-Agent-Credential header;
 // deregister accepts the operator token instead. /metrics, the health
@@ -35,6 +36,7 @@ import (
 	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/api/protocol"
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/identity"
 	"github.com/vigil-sched/vigil/leader"
 	"github.com/vigil-sched/vigil/metrics"
 	"github.com/vigil-sched/vigil/reaper"
@@ -80,7 +82,11 @@ type Config struct {
 	// tags (--agent-tokens-file, package agenttoken): an agent with one
 	// may register only those tags, and claims only while its tags stay
 	// within them. AgentToken stays the token for all tags.
-	AgentTokens       *agenttoken.Set
+	AgentTokens *agenttoken.Set
+	// Users, optional, are the named identities of --users-file (package
+	// identity), each with its role, beside the operator token (identity
+	// "operator", admin) and the viewer token (identity "viewer").
+	Users             *identity.Set
 	HeartbeatInterval time.Duration        // told to agents at register; default 15s
 	Control           Control              // required for /monitor/health, thresholds and reap
 	LeaderStatus      func() leader.Status // optional
@@ -175,15 +181,14 @@ const (
 	// AccessAgentSelfOrOperator: AccessAgentSelf, or the operator token
 	// alone (deregister).
 	AccessAgentSelfOrOperator Access = "agent_self_or_operator"
-	// AccessOperator: the operator role: its bearer token, or an operator
-	// console session whose state-changing requests carry the CSRF header.
+	// AccessOperator: an identity with the operator role or above (package
+	// identity), by bearer token or console session; a state-changing
+	// request by session carries the CSRF header.
 	AccessOperator Access = "operator"
-	// AccessRead: the operator or the viewer role, by bearer token or
-	// console session; only for routes that change nothing.
+	// AccessRead: any identity (the viewer role or above); only for
+	// routes that change nothing.
 	AccessRead Access = "read"
-	// AccessAdmin: who may manage secrets. Today the operator role, as
-	// AccessOperator; allowed (auth.go) is the one place that decides it,
-	// for when named identities with an admin role exist.
+	// AccessAdmin: an identity with the admin role, as the operator token's.
 	AccessAdmin Access = "admin"
 )
 
@@ -205,6 +210,13 @@ type route struct {
 // routeTable is every route the server registers, besides the catch-all
 // 404 for "/". Routes exposes it, and the OpenAPI test compares it with
 // api/openapi.json, so a route cannot be added without documenting it.
+//
+// It is also the one place that says which role each route needs
+// (docs/security.md "Identities and roles"): AccessRead for reads,
+// AccessOperator for changes to DAGs and runs (apply, delete, trigger,
+// cancel, clear, mark, pause, backfill), AccessAdmin for changes to the
+// control plane (thresholds, reaps, the fence, webhooks, secrets, pools,
+// retention) and the audit log.
 var routeTable = []route{
 	{"POST /v1/agents/register", AccessAgent, (*Server).register},
 	{"POST /v1/agents/{agent_id}/claim", AccessAgentSelf, (*Server).claim},
@@ -235,10 +247,10 @@ var routeTable = []route{
 	{"GET /v1/runs/{run_id}/tasks/{task_id}/logs", AccessRead, (*Server).readLogs},
 	{"GET /v1/runs/{run_id}/outputs", AccessRead, (*Server).runOutputs},
 	{"GET /v1/thresholds", AccessRead, (*Server).getThresholds},
-	{"PUT /v1/thresholds", AccessOperator, (*Server).putThresholds},
-	{"DELETE /v1/thresholds", AccessOperator, (*Server).resetThresholds},
+	{"PUT /v1/thresholds", AccessAdmin, (*Server).putThresholds},
+	{"DELETE /v1/thresholds", AccessAdmin, (*Server).resetThresholds},
 	{"GET /v1/reap", AccessRead, (*Server).reapDryRun},
-	{"POST /v1/reap", AccessOperator, (*Server).reapNow},
+	{"POST /v1/reap", AccessAdmin, (*Server).reapNow},
 	{"GET /v1/at-risk", AccessRead, (*Server).atRisk},
 	{"GET /v1/cluster", AccessRead, (*Server).cluster},
 	{"GET /v1/secrets", AccessAdmin, (*Server).listSecrets},
@@ -250,8 +262,10 @@ var routeTable = []route{
 	{"POST /v1/webhooks/{name}/test", webhooksAccess, (*Server).testWebhook},
 	{"GET /v1/notifications", AccessRead, (*Server).listNotifications},
 	{"GET /v1/pools", AccessRead, (*Server).listPools},
-	{"PUT /v1/pools/{name}", AccessOperator, (*Server).setPool},
-	{"DELETE /v1/pools/{name}", AccessOperator, (*Server).deletePool},
+	{"PUT /v1/pools/{name}", AccessAdmin, (*Server).setPool},
+	{"DELETE /v1/pools/{name}", AccessAdmin, (*Server).deletePool},
+	{"GET /v1/audit", AccessAdmin, (*Server).listAudit},
+	{"POST /v1/fence/reset", AccessAdmin, (*Server).resetFence},
 
 	{"POST /v1/session", AccessOpen, (*Server).signIn},
 	{"GET /v1/session", AccessRead, (*Server).getSession},
@@ -287,7 +301,7 @@ func (s *Server) routes() {
 			hd = s.auth(rt.access, s.agentSelf(h))
 		case AccessAgentSelfOrOperator:
 			hd = s.auth(rt.access, func(w http.ResponseWriter, r *http.Request) {
-				if callerOf(r.Context()).role == roleOperator {
+				if !callerOf(r.Context()).agent {
 					h(w, r)
 					return
 				}
@@ -299,6 +313,9 @@ func (s *Server) routes() {
 			hd = boundBody(maxOpenBody, http.HandlerFunc(h))
 		default:
 			panic("api: route " + rt.pattern + " has no access")
+		}
+		if method, _, _ := strings.Cut(rt.pattern, " "); audited(method, rt.access) {
+			hd = s.auditCall(rt.pattern, hd)
 		}
 		s.mux.Handle(rt.pattern, s.byClass(rt.pattern, hd))
 	}

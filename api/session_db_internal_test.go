@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/api/protocol"
+	"github.com/vigil-sched/vigil/identity"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -25,7 +26,7 @@ func TestSessionSignatureBeforeDatabase(t *testing.T) {
 	require.NoError(t, err)
 	st.Close() // every database access now fails
 	s := &Server{cfg: Config{Store: st, AgentToken: "ag", OperatorToken: "op"}, log: slog.New(slog.DiscardHandler)}
-	good, err := s.newSession(roleOperator, time.Now().Add(time.Hour))
+	good, err := s.newSession(identity.OperatorToken, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	forged := good.value[:len(good.value)-4] + "AAAA"
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -133,7 +134,9 @@ func TestSessionCookieAndCSRF(t *testing.T) {
 	assert.True(t, cookie.HttpOnly, "HttpOnly")
 	assert.Equal(t, http.SameSiteStrictMode, cookie.SameSite, "SameSite=Strict")
 	assert.Equal(t, "/", cookie.Path)
-	assert.Equal(t, protocol.RoleOperator, sess.Role)
+	assert.Equal(t, protocol.RoleAdmin, sess.Role, "the operator token is the identity operator, an admin")
+	assert.Equal(t, "operator", sess.Name)
+	assert.Equal(t, "session", sess.Auth)
 	require.NotEmpty(t, sess.CSRFToken)
 	require.NotNil(t, sess.ExpiresAt)
 	assert.True(t, sess.ViewerConfigured)
@@ -153,9 +156,10 @@ func TestSessionCookieAndCSRF(t *testing.T) {
 	assert.Equal(t, state.RunQueued, h.run(runID).State, "nothing changed")
 
 	tampered := *cookie
-	tampered.Value = strings.Replace(cookie.Value, "v1.operator.", "v1.viewer.", 1)
+	tampered.Value = strings.Replace(cookie.Value, "v2."+b64("operator")+".", "v2."+b64("viewer")+".", 1)
+	require.NotEqual(t, cookie.Value, tampered.Value)
 	code, ecode = h.cookieCall("GET", "/v1/runs", &tampered, "", nil)
-	assert.Equal(t, 401, code, "a cookie whose role was changed")
+	assert.Equal(t, 401, code, "a cookie whose identity was changed")
 	assert.Equal(t, protocol.CodeUnauthorized, ecode)
 
 	code, _ = h.cookieCall("POST", cancel, cookie, sess.CSRFToken, nil)
@@ -321,3 +325,6 @@ func TestSignOutRevokesOnEveryReplica(t *testing.T) {
 	code, _ = h.cookieCall("GET", "/v1/session", again, "", nil)
 	assert.Equal(t, http.StatusOK, code)
 }
+
+// b64 is a name as a session cookie carries it.
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }

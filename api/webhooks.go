@@ -21,9 +21,8 @@ import (
 // in a reply; handlers log a webhook's name and format, never its URL
 // (Slack's carry a token) or secret.
 
-// webhooksAccess is who may manage webhooks: the one place that decides
-// it. AccessAdmin, today the operator role (allowed, auth.go); named
-// identities make it the admin role.
+// webhooksAccess is who may manage webhooks: the admin role
+// (docs/security.md "Identities and roles").
 const webhooksAccess = AccessAdmin
 
 // maxWebhookBody bounds a PUT /v1/webhooks/{name} body: the URL, the

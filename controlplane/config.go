@@ -89,11 +89,18 @@ type Config struct {
 	// AgentTokensFile, optional, is the agent tokens file (package
 	// agenttoken): agent tokens each limited to a list of tags. It is
 	// reread on SIGHUP and, checked every AgentTokensPoll (0:
-	// agenttoken.DefaultPollInterval), when it changes; a reread that
+	// hashfile.DefaultPollInterval), when it changes; a reread that
 	// fails keeps the previous tokens. AgentToken stays the token for all
 	// tags.
 	AgentTokensFile string
 	AgentTokensPoll time.Duration
+	// UsersFile, optional, is the users file (package identity): named
+	// identities each with a role and the hash of its token. It is reread
+	// like AgentTokensFile, every UsersPoll (0:
+	// hashfile.DefaultPollInterval). OperatorToken stays the identity
+	// "operator" (admin) and ViewerToken the identity "viewer".
+	UsersFile string
+	UsersPoll time.Duration
 
 	// TickInterval is the scheduler's tick; default
 	// scheduler.DefaultInterval, 10ms..1m.

@@ -173,9 +173,13 @@ func (c *ControlPlane) serve(cfg Config, st *store.Store, box *secrets.Box, ln n
 	if err != nil {
 		return localAPI{}, err
 	}
+	users, err := c.users(cfg, m.UsersFileReloadFailures.Inc)
+	if err != nil {
+		return localAPI{}, err
+	}
 	srv, err := api.New(api.Config{
 		Store: st, Listener: listener, Metrics: m, Logger: cfg.Logger,
-		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, AgentTokens: tokens,
+		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, AgentTokens: tokens, Users: users,
 		HeartbeatInterval: cfg.HeartbeatInterval, Control: sched, LeaderStatus: el.Status, Version: cfg.Version,
 		Console: web.Handler(), BulkLimit: cfg.bulkLimit(), Secrets: box, Notify: notify.NewDeliverer(notifyCfg),
 	})

@@ -154,14 +154,15 @@ func (b *browser) eval(js string, out any) {
 }
 
 // signIn signs in through the console's form with token and waits until
-// the page says which role it is.
-func (b *browser) signIn(base, token, role string) {
+// the page says which identity it is ("operator" and "viewer" for the
+// built-in tokens).
+func (b *browser) signIn(base, token, identity string) {
 	b.t.Helper()
 	b.open(base, "", "#token")
-	b.run("sign in as "+role,
+	b.run("sign in as "+identity,
 		chromedp.SendKeys("#token", token, chromedp.ByQuery),
 		chromedp.Click(`#signin button[type="submit"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(fmt.Sprintf(`[data-role=%q]`, role), chromedp.ByQuery))
+		chromedp.WaitVisible(fmt.Sprintf(`[data-identity=%q]`, identity), chromedp.ByQuery))
 }
 
 // cliOK runs the CLI against lite as the operator and fails unless it

@@ -109,6 +109,10 @@ type Metrics struct {
 	// an agent credential, or a sign-in refused by the per-address
 	// throttle before its token was looked at.
 	AuthFailures *prometheus.CounterVec
+	// UsersFileReloadFailures counts rereads of --users-file that failed
+	// (bad YAML, a bad entry): the previous identities stay in effect,
+	// and the server log names the file, entry and field.
+	UsersFileReloadFailures prometheus.Counter
 
 	// LeaderFenceBlocked is 1 while the PostgreSQL fence refuses this
 	// replica's won election (or Lite's epoch): a stored token of another
@@ -245,6 +249,10 @@ func New() *Metrics {
 			Name: "vigil_auth_failures_total",
 			Help: "Refused authentications, by method (bearer, session, sign_in, agent_credential, rate_limited).",
 		}, []string{"method"}),
+		UsersFileReloadFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_users_file_reload_failures_total",
+			Help: "Rereads of the users file that failed; the previous identities stay in effect.",
+		}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "vigil_http_request_duration_seconds", Help: "API latency by route.",
 			Buckets: prometheus.DefBuckets,
@@ -259,6 +267,7 @@ func New() *Metrics {
 		m.ReaperDuration, m.TickDuration, m.LastTick, m.HeartbeatsReceived, m.HTTPRequests, m.HTTPDuration,
 		m.DispatchBacklog, m.DispatchBacklogOldest, m.MassSilenceBrake, m.TaskInstances,
 		m.ScheduleRunsCreated, m.ScheduleLag, m.LogLinesTruncated, m.LogLinesDroppedTotal, m.AuthFailures,
+		m.UsersFileReloadFailures,
 	)
 	// From zero: every decision and every reaper's duration exists before
 	// anything happens, so rate() has a first sample to start from.

@@ -22,6 +22,7 @@ const ServiceRetention = "retention"
 type Retention struct {
 	Runs   time.Duration // terminal runs with their TIs, events and logs
 	Agents time.Duration // inactive or deregistered agents
+	Audit  time.Duration // audit log rows (store.PruneAudit)
 	// Notifications: delivered or dead notifications, by when they
 	// finished (docs/notifications.md).
 	Notifications time.Duration
@@ -36,7 +37,10 @@ const (
 	// DefaultRetentionNotifications keeps finished notifications as long
 	// as runs, so a run's deliveries outlive it no longer than it does.
 	DefaultRetentionNotifications = DefaultRetentionRuns
-	DefaultRetentionInterval      = time.Hour
+	// DefaultRetentionAudit keeps the audit log 400 days: a year of
+	// history and a margin for a yearly review.
+	DefaultRetentionAudit    = 400 * 24 * time.Hour
+	DefaultRetentionInterval = time.Hour
 	// defaultRetentionBatch is small because a run's TIs, events and logs
 	// go with it in the same DELETE: each batch holds its locks briefly.
 	defaultRetentionBatch = 100
@@ -58,6 +62,10 @@ func (r *Retention) Validate() error {
 		return fmt.Errorf("retention-agents: %s is below the 1h minimum (0 disables)", r.Agents)
 	case r.Notifications < 0 || (r.Notifications > 0 && r.Notifications < time.Hour):
 		return fmt.Errorf("retention-notifications: %s must be 0 (disables) or at least 1h", r.Notifications)
+	case r.Audit < 0:
+		return fmt.Errorf("retention-audit: %s must not be negative (0 disables)", r.Audit)
+	case r.Audit > 0 && r.Audit < time.Hour:
+		return fmt.Errorf("retention-audit: %s is below the 1h minimum (0 disables)", r.Audit)
 	case r.Interval < time.Minute || r.Interval > 24*time.Hour:
 		return fmt.Errorf("retention-interval: %s must be between 1m and 24h", r.Interval)
 	case r.Batch < 1 || r.Batch > 100000:
@@ -82,7 +90,7 @@ func newRetention(cfg Retention, st *store.Store, m *metrics.Metrics, log *slog.
 
 // enabled reports whether any category is kept for a limited time.
 func (r *retention) enabled() bool {
-	return r.cfg.Runs > 0 || r.cfg.Agents > 0 || r.cfg.Notifications > 0
+	return r.cfg.Runs > 0 || r.cfg.Agents > 0 || r.cfg.Notifications > 0 || r.cfg.Audit > 0
 }
 
 // service runs runOnce under epoch every Interval. The first pass waits
@@ -95,8 +103,9 @@ func (r *retention) service(epoch int64) *maintenance.Service {
 }
 
 // runOnce prunes under epoch and returns how many runs and agents it
-// removed. Each removed row counts decision retention_pruned. A fenced
-// epoch returns the *store.FencedError.
+// removed; it prunes the audit log too (logged, not returned). Each
+// removed run or agent counts decision retention_pruned. A fenced epoch
+// returns the *store.FencedError.
 func (r *retention) runOnce(ctx context.Context, epoch int64) (runs, agents int, err error) {
 	c := r.cfg
 	if c.Runs > 0 {
@@ -109,13 +118,21 @@ func (r *retention) runOnce(ctx context.Context, epoch int64) (runs, agents int,
 			return runs, agents, err
 		}
 	}
-	if c.Notifications > 0 {
-		var notes int
-		notes, err = r.batches(ctx, func() (int, error) {
-			return r.store.PruneNotifications(ctx, epoch, c.Notifications, c.Batch)
-		})
-		if notes > 0 {
-			r.log.Info("notifications pruned", "notifications", notes, "older_than", c.Notifications, "epoch", epoch)
+	// Rows that are only history: counted in the log, not as decisions.
+	for _, h := range []struct {
+		what  string
+		age   time.Duration
+		prune func(context.Context, int64, time.Duration, int) (int, error)
+	}{
+		{"audit log", c.Audit, r.store.PruneAudit},
+		{"notifications", c.Notifications, r.store.PruneNotifications},
+	} {
+		if h.age <= 0 {
+			continue
+		}
+		n, err := r.batches(ctx, func() (int, error) { return h.prune(ctx, epoch, h.age, c.Batch) })
+		if n > 0 {
+			r.log.Info(h.what+" pruned", "rows", n, "older_than", h.age, "epoch", epoch)
 		}
 		if err != nil {
 			return runs, agents, err

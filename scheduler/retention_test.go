@@ -21,7 +21,7 @@ import (
 func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, st := newScheduler(t, Config{Retention: Retention{Runs: 24 * time.Hour, Agents: 24 * time.Hour, Batch: 1}})
+	s, st := newScheduler(t, Config{Retention: Retention{Runs: 24 * time.Hour, Agents: 24 * time.Hour, Audit: 24 * time.Hour, Batch: 1}})
 	raw, err := pgxpool.New(ctx, st.URL())
 	require.NoError(t, err)
 	defer raw.Close()
@@ -51,6 +51,11 @@ func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 	exec(`UPDATE agents SET last_heartbeat_at = now() - interval '3 days' WHERE name = 'quiet-but-active'`)
 	exec(`UPDATE agents SET state = 'inactive' WHERE name = 'recent-inactive'`)
 
+	for _, who := range []string{"old-1", "old-2", "recent"} {
+		require.NoError(t, st.AppendAudit(ctx, &store.AuditRecord{Actor: who, Route: "POST /v1/reap", Result: store.AuditOK}))
+	}
+	exec(`UPDATE audit_log SET at = now() - interval '3 days' WHERE actor LIKE 'old-%'`)
+
 	runs, agents, err := s.retention.runOnce(ctx, 1)
 	require.NoError(t, err)
 	assert.Equal(t, 2, runs, "batches of 1 continue until done")
@@ -76,6 +81,10 @@ func TestRetentionPrunesOnlyOldTerminalRows(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, list, 2)
 	assert.Equal(t, 3.0, testutil.ToFloat64(s.cfg.Metrics.Decisions.WithLabelValues("retention_pruned")))
+	audit, err := st.ListAudit(ctx, store.AuditFilter{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, audit.Records, 1, "old audit rows are pruned in batches until none is left")
+	assert.Equal(t, "recent", audit.Records[0].Actor)
 
 	// Disabled categories are left alone; a fenced-out epoch prunes nothing.
 	off, _ := newScheduler(t, Config{})
@@ -98,6 +107,7 @@ func TestRetentionDefaultsAndBounds(t *testing.T) {
 	}{
 		{Retention{Runs: -time.Hour}, "retention-runs: -1h0m0s must not be negative"},
 		{Retention{Agents: time.Minute}, "retention-agents: 1m0s is below the 1h minimum"},
+		{Retention{Audit: time.Minute}, "retention-audit: 1m0s is below the 1h minimum"},
 		{Retention{Interval: time.Second}, "retention-interval: 1s must be between 1m and 24h"},
 		{Retention{Batch: -1}, "retention batch: -1 must be between 1 and 100000"},
 	} {

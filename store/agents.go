@@ -307,7 +307,7 @@ func (s *Store) AgentRunning(ctx context.Context, agentID int64) ([]StaleRunning
 // Errors: ErrNotFound when the agent does not exist.
 func (s *Store) DeregisterAgent(ctx context.Context, agentID int64, reaps []Reap) ([]Reap, error) {
 	var landed []Reap
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE agents SET state = 'deregistered' WHERE id = $1`, agentID)
 		if err != nil {
 			return err

@@ -57,7 +57,7 @@ func (e *BackfillRangeError) Error() string {
 // slots.
 func (s *Store) Backfill(ctx context.Context, dagID string, from, to time.Time) (BackfillResult, error) {
 	res := BackfillResult{DAGID: dagID, From: from, To: to}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		res.Created, res.Existing, res.RunIDs = 0, 0, nil
 		var body []byte
 		var now time.Time
@@ -89,7 +89,7 @@ func (s *Store) Backfill(ctx context.Context, dagID string, from, to time.Time) 
 			res.Created++
 			res.RunIDs = append(res.RunIDs, run.ID)
 			if _, err := tx.Exec(ctx, `INSERT INTO events (run_id, kind, message) VALUES ($1, 'backfill_created', $2)`,
-				run.ID, "backfill run for "+slotText(slots[i])); err != nil {
+				run.ID, "backfill run for "+slotText(slots[i])+byActor(ctx)); err != nil {
 				return err
 			}
 		}

@@ -193,7 +193,7 @@ func lockRunTx(ctx context.Context, tx pgx.Tx, runID int64, what string) (state.
 // cancelled run, or naming each selected TI that is queued or running.
 func (s *Store) ClearTIs(ctx context.Context, req ClearRequest) (ClearResult, error) {
 	var res ClearResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		cur, err := lockRunTx(ctx, tx, req.RunID, "cleared")
 		if err != nil {
 			return err

@@ -53,7 +53,7 @@ func lockDAGRow(ctx context.Context, tx pgx.Tx, dagID string) error {
 // SHARE) either commits before the check reads the runs, or finds the
 // DAG gone. Errors: ErrNotFound.
 func (s *Store) DeleteDAG(ctx context.Context, dagID string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM dags WHERE dag_id = $1 FOR UPDATE`, dagID).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -31,7 +31,7 @@ import (
 func (s *Store) ApplyDAG(ctx context.Context, spec *dag.Spec) (string, error) {
 	names, pools := spec.SecretNames(), spec.Pools()
 	var result string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		if len(names) > 0 {
 			if err := checkSecretRefs(ctx, tx, spec, names); err != nil {
 				return err
@@ -130,9 +130,11 @@ func (s *Store) GetDAG(ctx context.Context, dagID string) (*dag.Spec, DAGSummary
 // changed. Errors: ErrNotFound for an unknown dag_id.
 func (s *Store) SetPaused(ctx context.Context, dagID string, paused bool) (bool, error) {
 	var was bool
-	err := s.pool.QueryRow(ctx, `
-		UPDATE dags d SET paused = $2 FROM (SELECT paused FROM dags WHERE dag_id = $1 FOR UPDATE) old
-		 WHERE d.dag_id = $1 RETURNING old.paused`, dagID, paused).Scan(&was)
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `
+			UPDATE dags d SET paused = $2 FROM (SELECT paused FROM dags WHERE dag_id = $1 FOR UPDATE) old
+			 WHERE d.dag_id = $1 RETURNING old.paused`, dagID, paused).Scan(&was)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, fmt.Errorf("dag %q: %w", dagID, ErrNotFound)
 	}

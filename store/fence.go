@@ -305,7 +305,9 @@ type FenceAuditEntry struct {
 // the old generation. Any leader of the old generation is fenced out at
 // its next write, and the next candidate of either domain takes the fence
 // with any revision. In the same transaction it records actor, reason and
-// the fence before the reset in fence_audit. actor and reason must not be
+// the fence before the reset in fence_audit, and a row of the audit log:
+// ctx's AuditRecord when the API resets it, else one naming actor with
+// auth "database" (`vigil fence reset --database-url`). actor and reason must not be
 // empty. It waits for leader transactions that hold the fence row FOR
 // SHARE (at most the leader idle-in-transaction timeout).
 func (s *Store) ResetFence(ctx context.Context, actor, reason string) (before, after FenceState, err error) {
@@ -342,12 +344,23 @@ func (s *Store) ResetFence(ctx context.Context, actor, reason string) (before, a
 		FenceName, actor, reason, before.Generation, dom, before.Revision, before.Holder); err != nil {
 		return before, after, fmt.Errorf("reset fence: record audit: %w", err)
 	}
+	rec := AuditFrom(ctx)
+	if rec == nil { // `vigil fence reset` on the database, not through the API
+		rec = &AuditRecord{Actor: actor, Auth: "database", Route: "vigil fence reset", Target: "fence/" + FenceName}
+	}
+	if rec.Message == "" {
+		rec.Message = reason
+	}
+	if err = insertAudit(ctx, tx, rec); err != nil {
+		return before, after, fmt.Errorf("reset fence: %w", err)
+	}
 	if after, err = readFence(ctx, tx, ""); err != nil {
 		return before, after, fmt.Errorf("reset fence: %w", err)
 	}
 	if err = tx.Commit(ctx); err != nil {
 		return before, after, fmt.Errorf("reset fence: %w", err)
 	}
+	rec.written = true
 	return before, after, nil
 }
 

@@ -90,7 +90,7 @@ func (s *Store) MarkTI(ctx context.Context, req MarkRequest) (MarkResult, error)
 		return MarkResult{}, fmt.Errorf("mark run %d task %s: state: %q is neither success nor failed", req.RunID, req.TaskID, req.To)
 	}
 	var res MarkResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		cur, err := lockRunTx(ctx, tx, req.RunID, "marked")
 		if err != nil {
 			return err

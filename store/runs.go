@@ -34,7 +34,7 @@ func (s *Store) TriggerRunConf(ctx context.Context, dagID string, conf map[strin
 		return Run{}, err
 	}
 	var run Run
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		if err := lockDAGRow(ctx, tx, dagID); err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func createRunTx(ctx context.Context, tx pgx.Tx, spec *dag.Spec, o runOrigin) (R
 	if len(o.Conf) > 0 {
 		run.Conf = o.Conf
 	}
-	if err := insertTIs(ctx, tx, run.ID, spec, fmt.Sprintf("%s run of %s queued with %d tasks", o.Type, spec.DAGID, len(spec.Tasks))); err != nil {
+	if err := insertTIs(ctx, tx, run.ID, spec, fmt.Sprintf("%s run of %s queued with %d tasks%s", o.Type, spec.DAGID, len(spec.Tasks), byActor(ctx))); err != nil {
 		return Run{}, false, err
 	}
 	return run, true, nil
@@ -333,7 +333,7 @@ func cancelRunTx(ctx context.Context, tx pgx.Tx, runID int64, reason state.Reaso
 // their next heartbeat, and woken for it at once (ChanStop). Errors: ErrNotFound; ErrConflict when the run is
 // already terminal.
 func (s *Store) CancelRun(ctx context.Context, runID int64, reason state.Reason, message string) (Run, error) {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		var cur state.Run
 		err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE`, runID).Scan(&cur)
 		if errors.Is(err, pgx.ErrNoRows) {

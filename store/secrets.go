@@ -52,7 +52,7 @@ func (e *SecretLimitError) Error() string {
 // rare); claims reading secrets do not wait for them. created reports a
 // new name.
 func (s *Store) SetSecret(ctx context.Context, name string, max int, seal func(version int64) ([]byte, error)) (info SecretInfo, created bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE secrets IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (s *Store) ListSecrets(ctx context.Context) ([]SecretInfo, error) {
 // DeleteSecret deletes the secret name. A TI claimed later whose env
 // names it fails with reason secret_missing. Errors: ErrNotFound.
 func (s *Store) DeleteSecret(ctx context.Context, name string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE secrets IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // SessionCheck reads the database clock and whether the console session
@@ -23,9 +25,12 @@ func (s *Store) SessionCheck(ctx context.Context, id []byte) (now time.Time, rev
 // again; it also deletes the records of sessions past their expiry, which
 // no replica would accept anyway. Revoking twice is a no-op.
 func (s *Store) RevokeSession(ctx context.Context, id []byte, expires time.Time) error {
-	_, err := s.pool.Exec(ctx, `
-		WITH gone AS (DELETE FROM session_revocations WHERE expires_at < now())
-		INSERT INTO session_revocations (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, expires)
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			WITH gone AS (DELETE FROM session_revocations WHERE expires_at < now())
+			INSERT INTO session_revocations (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, expires)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("revoke session: %w", err)
 	}

@@ -29,7 +29,7 @@ func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
 
 // PutSettings upserts every pair in one transaction: all or nothing.
 func (s *Store) PutSettings(ctx context.Context, kv map[string]string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		for k, v := range kv {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO settings (name, value) VALUES ($1, $2)
@@ -48,7 +48,11 @@ func (s *Store) PutSettings(ctx context.Context, kv map[string]string) error {
 // DeleteSettings removes the named settings, reverting them to the
 // configured values.
 func (s *Store) DeleteSettings(ctx context.Context, names ...string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM settings WHERE name = ANY ($1)`, names); err != nil {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM settings WHERE name = ANY ($1)`, names)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("delete settings: %w", err)
 	}
 	return nil

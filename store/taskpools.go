@@ -130,11 +130,13 @@ func (s *Store) SetTaskPool(ctx context.Context, name string, slots int, descrip
 		return false, err
 	}
 	var created bool
-	err := s.pool.QueryRow(ctx, `
-		INSERT INTO task_pools (name, slots, description) VALUES ($1, $2, coalesce($3, ''))
-		ON CONFLICT (name) DO UPDATE
-		   SET slots = EXCLUDED.slots, description = coalesce($3, task_pools.description), updated_at = now()
-		RETURNING (xmax = 0)`, name, slots, description).Scan(&created)
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `
+			INSERT INTO task_pools (name, slots, description) VALUES ($1, $2, coalesce($3, ''))
+			ON CONFLICT (name) DO UPDATE
+			   SET slots = EXCLUDED.slots, description = coalesce($3, task_pools.description), updated_at = now()
+			RETURNING (xmax = 0)`, name, slots, description).Scan(&created)
+	})
 	if err != nil {
 		return false, fmt.Errorf("set pool %q: %w", name, err)
 	}
@@ -208,7 +210,7 @@ func (s *Store) GetTaskPool(ctx context.Context, name string) (TaskPool, error) 
 // FOR KEY SHARE) either commits before the checks read or sees it gone.
 // Errors: ErrNotFound.
 func (s *Store) DeleteTaskPool(ctx context.Context, name string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM task_pools WHERE name = $1 FOR UPDATE`, name).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {

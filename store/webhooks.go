@@ -73,7 +73,7 @@ func (e *WebhookInUseError) Error() string {
 // *WebhookLimitError when MaxWebhooks exist. created reports a new name.
 func (s *Store) SetWebhook(ctx context.Context, name, url string, format state.WebhookFormat,
 	seal func(version int64) ([]byte, error)) (info WebhookInfo, created bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE webhooks IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func (s *Store) GetWebhooks(ctx context.Context, names []string) (map[string]Web
 // deliveries become dead in the same transaction ("webhook deleted"), so
 // none waits for a receiver that no longer exists. Errors: ErrNotFound.
 func (s *Store) DeleteWebhook(ctx context.Context, name string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE webhooks IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}

@@ -3,7 +3,7 @@ package protocol
 import "time"
 
 // Console sessions (docs/api.md "Authentication"): POST /v1/session
-// exchanges the operator or viewer token for a session cookie; a
+// exchanges an identity's token for a session cookie; a
 // state-changing request made with the cookie must echo the session's
 // CSRF token in HeaderCSRF. Bearer-token clients need neither.
 const (
@@ -16,12 +16,17 @@ const (
 	CodeCSRF = "csrf"
 )
 
-// Roles a caller may have besides the agent's (docs/api.md).
+// Roles an identity may have (package identity; docs/security.md
+// "Identities and roles"), each including the one before.
 const (
-	// RoleOperator may read and change everything but the agent protocol.
-	RoleOperator = "operator"
-	// RoleViewer may read what an operator may and change nothing.
+	// RoleViewer reads and changes nothing.
 	RoleViewer = "viewer"
+	// RoleOperator also changes DAGs and runs.
+	RoleOperator = "operator"
+	// RoleAdmin also changes the control plane (thresholds, reaps, the
+	// fence, secrets, ...) and reads the audit log. The operator token's
+	// identity, "operator", has it.
+	RoleAdmin = "admin"
 )
 
 // SessionRequest is the body of POST /v1/session.
@@ -29,10 +34,16 @@ type SessionRequest struct {
 	Token string `json:"token"`
 }
 
-// Session is who a caller is: the reply of POST and GET /v1/session.
-// ExpiresAt and CSRFToken are set for a console session only.
+// Session is who a caller is: the reply of POST and GET /v1/session
+// (`vigil whoami`). ExpiresAt and CSRFToken are set for a console session
+// only.
 type Session struct {
-	Role             string     `json:"role"` // RoleOperator | RoleViewer
+	// Name is the identity: "operator" and "viewer" for the built-in
+	// tokens, a users file entry's name otherwise.
+	Name string `json:"name"`
+	Role string `json:"role"` // RoleViewer | RoleOperator | RoleAdmin
+	// Auth is how the caller authenticated: "bearer" or "session".
+	Auth             string     `json:"auth"`
 	ExpiresAt        *time.Time `json:"expires_at,omitempty"`
 	CSRFToken        string     `json:"csrf_token,omitempty"`
 	ViewerConfigured bool       `json:"viewer_configured"`

@@ -172,6 +172,14 @@ var examples = map[string]string{
 	"vigil dags delete": `  vigil dags delete pools-report
   # Without asking (scripts)
   vigil dags delete pools-report --yes`,
+	"vigil whoami": `  vigil whoami
+  VIGIL_TOKEN="$(cat ~/.vigil-token)" vigil whoami -o json`,
+	"vigil audit": `  vigil audit list --actor alice --since 24h`,
+	"vigil audit list": `  vigil audit list
+  # One identity's calls of the last day
+  vigil audit list --actor alice --since 24h
+  # Everything done to run 42, with request ids and client addresses
+  vigil audit list --target runs/42 -o wide`,
 	"vigil migrate": `  vigil migrate status --database-url postgres://vigil@db/vigil
   vigil migrate up --database-url postgres://vigil@db/vigil`,
 	"vigil migrate up":     `  vigil migrate up --database-url postgres://vigil@db/vigil`,
@@ -179,7 +187,10 @@ var examples = map[string]string{
 	"vigil fence":          `  vigil fence show --database-url postgres://vigil@db/vigil`,
 	"vigil fence show": `  vigil fence show --database-url postgres://vigil@db/vigil
   vigil fence show --database-url postgres://vigil@db/vigil -o json`,
-	"vigil fence reset": `  # Only when leadership is blocked by the fence; the reset is audited
+	"vigil fence reset": `  # Only when leadership is blocked by the fence; the reset is audited.
+  # Through the API (the admin role):
+  vigil fence reset --reason "etcd restored from backup" --yes
+  # On the database, when no replica runs:
   vigil fence reset --database-url postgres://vigil@db/vigil --reason "etcd restored from backup" --yes`,
 	"vigil completion": `  # Completes commands, flags, DAG ids, run ids, task ids and states
   vigil completion bash > ~/.vigil-completion.bash

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/user"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vigil-sched/vigil/api/protocol"
 
 	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/store"
@@ -21,19 +24,22 @@ const fenceAuditShown = 10
 // newFenceCmd is `vigil fence show | reset` (docs/operations.md, "The
 // leader fence"): inspect the leader fence row and its audit trail, or
 // start a new fence generation after an etcd restore or a move between
-// Lite and Pro. It talks to PostgreSQL directly, like `vigil migrate`:
-// the fence must be repairable when no replica can lead.
+// Lite and Pro. show talks to PostgreSQL directly, like `vigil migrate`,
+// and so may reset with --database-url: the fence must be repairable when
+// no replica runs. Without it, reset goes through the API of --server
+// (POST /v1/fence/reset, the admin role), which every replica serves
+// whether or not one leads, and records the caller's identity.
 func newFenceCmd() *cobra.Command {
-	var url, output string
+	var url string
 	cmd := &cobra.Command{Use: "fence", Short: "Show or reset the leader fence (who may lead; audited)"}
-	pf := cmd.PersistentFlags()
-	pf.StringVar(&url, "database-url", "", "PostgreSQL URL (required)")
-	pf.StringVarP(&output, "output", "o", "table", "output format: table, json, yaml, wide or name")
+	o := addClientFlags(cmd)
+	cmd.PersistentFlags().StringVar(&url, "database-url", "", "PostgreSQL URL (show: required; reset: on the database instead of through the API)")
+	output := &o.output
 	open := func(cmd *cobra.Command) (*store.Store, error) {
 		if url == "" {
-			return nil, usageError("--database-url: required for vigil fence")
+			return nil, usageError("--database-url: required for vigil fence show")
 		}
-		if err := validOutput(output); err != nil {
+		if err := validOutput(*output); err != nil {
 			return nil, err
 		}
 		st, err := controlplane.OpenStore(cmd.Context(), controlplane.Database{URL: url})
@@ -59,7 +65,7 @@ func newFenceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return renderOutput(output, cmd.OutOrStdout(), view{
+			return renderOutput(*output, cmd.OutOrStdout(), view{
 				api: struct {
 					Fence  store.FenceState        `json:"fence"`
 					Resets []store.FenceAuditEntry `json:"resets"`
@@ -81,8 +87,11 @@ candidate (a Pro replica with etcd's current revisions, or a Lite process)
 takes the fence. Use it when leadership is blocked by the fence
 (vigil_leader_fence_blocked = 1, /monitor/health "leader_fence_blocked"):
 after etcd was restored from a backup or replaced, or after moving this
-database between Lite and Pro. The reset is recorded with --actor,
---reason and the fence before it (vigil fence show lists the resets).`,
+database between Lite and Pro. Through the API of --server (the default;
+it needs the admin role) the reset is recorded with your identity and
+--reason; with --database-url it is made on the database directly (when
+no replica runs) and recorded with --actor. Either way the fence before
+it is kept (vigil fence show lists the resets) and the audit log has it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(reason) == "" {
@@ -90,6 +99,12 @@ database between Lite and Pro. The reset is recorded with --actor,
 			}
 			if !yes {
 				return usageError("--yes: required: a reset ends the current leader's term and lets any candidate lead; confirm with --yes")
+			}
+			if url == "" {
+				if cmd.Flags().Changed("actor") {
+					return usageError("--actor: only with --database-url; through the API the actor is the identity of --token")
+				}
+				return resetFenceByAPI(cmd, o, reason)
 			}
 			if strings.TrimSpace(actor) == "" {
 				return usageError("--actor: must not be empty")
@@ -107,7 +122,7 @@ database between Lite and Pro. The reset is recorded with --actor,
 				"before_generation", before.Generation, "before_domain", before.Domain.String(),
 				"before_revision", before.Revision, "before_holder", before.Holder,
 				"generation", after.Generation)
-			if output == "json" {
+			if *output == "json" {
 				return printJSON(cmd.OutOrStdout(), struct {
 					Before store.FenceState `json:"before"`
 					After  store.FenceState `json:"after"`
@@ -124,9 +139,32 @@ database between Lite and Pro. The reset is recorded with --actor,
 	rf := reset.Flags()
 	rf.StringVar(&reason, "reason", "", "why the fence is reset, recorded in the audit (required)")
 	rf.BoolVar(&yes, "yes", false, "confirm the reset (required)")
-	rf.StringVar(&actor, "actor", defaultActor(), "who resets it, recorded in the audit (default user@host)")
+	rf.StringVar(&actor, "actor", defaultActor(), "with --database-url: who resets it, recorded in the audit (default user@host)")
 	cmd.AddCommand(show, reset)
 	return cmd
+}
+
+// resetFenceByAPI is `vigil fence reset` without --database-url: POST
+// /v1/fence/reset as the identity of the client's token.
+func resetFenceByAPI(cmd *cobra.Command, o *clientOpts, reason string) error {
+	c, err := o.newClient()
+	if err != nil {
+		return err
+	}
+	var resp protocol.FenceResetResponse
+	if err := c.Do(cmd.Context(), http.MethodPost, "/v1/fence/reset", protocol.FenceResetRequest{Reason: reason}, &resp); err != nil {
+		return err
+	}
+	return o.render(cmd.OutOrStdout(), view{
+		api: resp,
+		table: func(w io.Writer, _ bool) error {
+			b := resp.Before
+			_, err := fmt.Fprintf(w, "fence reset by %s: generation %d (domain %s, revision %d, holder %s) -> generation %d; the next candidate of either domain may lead\n",
+				resp.Actor, b.Generation, orNone(b.Domain), b.Revision, orNone(b.Holder), resp.After.Generation)
+			return err
+		},
+		names: func() []string { return []string{resp.After.Name} },
+	})
 }
 
 // printFence prints the fence and its resets as tables.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-sched/vigil/agenttoken"
 	"github.com/vigil-sched/vigil/controlplane"
+	"github.com/vigil-sched/vigil/identity"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/scheduler"
 	"github.com/vigil-sched/vigil/store"
@@ -41,6 +42,7 @@ type planeOpts struct {
 	agentToken, operatorToken       string
 	viewerToken                     string // optional: the read-only role
 	agentTokensFile                 string // optional: scoped agent tokens (package agenttoken)
+	usersFile                       string // optional: named identities with roles (package identity)
 	tickInterval, heartbeatInterval time.Duration
 	recovery                        *recoveryOpts
 	leaderTimeouts                  store.LeaderTimeouts // zero fields: derived from the TTL
@@ -61,6 +63,8 @@ func addPlaneFlags(cmd *cobra.Command, p *planeOpts, tokenHelp string) {
 	f.StringVar(&p.viewerToken, "viewer-token", "", "optional bearer token of the read-only viewer role (API and console); must differ from the others")
 	f.StringVar(&p.agentTokensFile, "agent-tokens-file", "",
 		"YAML list of agent tokens limited to tags ({name, token_sha256, tags}); reread on SIGHUP and on change. --agent-token stays the token for all tags")
+	f.StringVar(&p.usersFile, "users-file", "",
+		"YAML list of named identities ({name, role, token_sha256}; role viewer, operator or admin); reread on SIGHUP and on change. --operator-token stays the identity operator (admin)")
 	p.secretFiles = append(p.secretFiles, addTokenFile(f, "agent-token", &p.agentToken), addTokenFile(f, "operator-token", &p.operatorToken),
 		addTokenFile(f, "viewer-token", &p.viewerToken))
 	addServeTLSFlags(f, &p.tls)
@@ -111,6 +115,11 @@ func (p *planeOpts) validate() error {
 		// is reached; the control plane reads it again and watches it.
 		if _, err := agenttoken.Load(p.agentTokensFile, nil); err != nil {
 			return usageError("--agent-tokens-file: %v", err)
+		}
+	}
+	if p.usersFile != "" {
+		if _, err := identity.Load(p.usersFile, nil); err != nil {
+			return usageError("--users-file: %v", err)
 		}
 	}
 	switch {
@@ -170,10 +179,11 @@ func addRecoveryFlags(cmd *cobra.Command) *recoveryOpts {
 	}
 	f.DurationVar(&r.retention.Runs, "retention-runs", scheduler.DefaultRetentionRuns, "keep terminal runs (with TIs, events, logs) this long; 0 disables (≥ 1h)")
 	f.DurationVar(&r.retention.Agents, "retention-agents", scheduler.DefaultRetentionAgents, "keep inactive or deregistered agents this long; 0 disables (≥ 1h)")
+	f.DurationVar(&r.retention.Audit, "retention-audit", scheduler.DefaultRetentionAudit, "keep audit log rows this long; 0 disables (≥ 1h)")
 	f.DurationVar(&r.retention.Interval, "retention-interval", scheduler.DefaultRetentionInterval, "how often the leader prunes (1m..24h)")
 	f.DurationVar(&r.retention.Notifications, "retention-notifications", scheduler.DefaultRetentionNotifications,
 		"keep delivered and dead notifications this long after they finished; 0 disables (≥ 1h)")
-	for _, name := range []string{"retention-runs", "retention-agents", "retention-interval", "retention-notifications"} {
+	for _, name := range []string{"retention-runs", "retention-agents", "retention-audit", "retention-interval", "retention-notifications"} {
 		_ = f.SetAnnotation(name, configSection, []string{"retention"})
 	}
 	return r
@@ -267,7 +277,7 @@ func (p *planeOpts) config(log *slog.Logger) (controlplane.Config, error) {
 	return controlplane.Config{
 		Logger: log, Version: version, Listen: p.listen, TLS: tlsCfg,
 		AgentToken: p.agentToken, OperatorToken: p.operatorToken, ViewerToken: p.viewerToken, AgentTokensFile: p.agentTokensFile,
-		TickInterval: p.tickInterval, HeartbeatInterval: p.heartbeatInterval,
+		UsersFile: p.usersFile, TickInterval: p.tickInterval, HeartbeatInterval: p.heartbeatInterval,
 		Thresholds: p.recovery.thresholds(), SweepInterval: p.recovery.sweepInterval,
 		Retention: p.recovery.retention, MassSilence: &p.recovery.massSilence,
 		LeaderTimeouts: p.leaderTimeouts, Pools: p.conns.pools, BulkLimit: p.conns.agentConns,
@@ -282,6 +292,7 @@ var configFlags = map[string]string{
 	"DAGs": "dags", "AgentToken": "agent-token", "OperatorToken": "operator-token", "ViewerToken": "viewer-token",
 	"HeartbeatInterval": "heartbeat-interval", "BulkLimit": "db-agent-conns", "Agents.Count": "agents",
 	"Agents.DrainTimeout": "drain-timeout", "Pro.Endpoints": "etcd-endpoints", "Agents": "task-user", "AgentTokensFile": "agent-tokens-file",
+	"UsersFile":      "users-file",
 	"SecretsKeyFile": "secrets-key-file",
 }
 

@@ -111,6 +111,8 @@ func newRootCmd() *cobra.Command {
 		newWebhooksCmd(),
 		newNotificationsCmd(),
 		newPoolsCmd(),
+		newAuditCmd(),
+		newWhoamiCmd(),
 		newMigrateCmd(),
 		newFenceCmd(),
 		newVersionCmd(),

@@ -13,7 +13,10 @@ import { dagsPage, dagPage } from "./pages/dags.js";
 import { poolsPage } from "./pages/pools.js";
 
 const main = document.getElementById("main");
-export const session = { role: "", viewer: false };
+// session is who is signed in: the identity's name, its role, and
+// whether that role is read-only (viewer) or may change the control plane
+// (admin).
+export const session = { name: "", role: "", viewer: false, admin: false };
 let timers = [];
 let generation = 0;
 
@@ -90,8 +93,8 @@ function route() {
 
 function showWho() {
   const who = document.getElementById("who");
-  who.innerHTML = `<span class="muted" id="leader-line"></span> <span data-role="${esc(session.role)}">signed in as <strong>${esc(session.role)}</strong>${
-    session.viewer ? " (read-only)" : ""}</span> <button id="signout" type="button">Sign out</button>`;
+  who.innerHTML = `<span class="muted" id="leader-line"></span> <span data-role="${esc(session.role)}" data-identity="${esc(session.name)}">signed in as <strong>${esc(session.name)}</strong> (${esc(session.role)}${
+    session.viewer ? ", read-only" : ""})</span> <button id="signout" type="button">Sign out</button>`;
   document.getElementById("signout").onclick = async () => {
     await api("DELETE", "/v1/session").catch(() => {});
     setCSRF("");
@@ -127,7 +130,7 @@ function signIn() {
   document.getElementById("who").innerHTML = "";
   main.innerHTML = `<form class="card signin" id="signin">
     <h1>Sign in to Vigil</h1>
-    <p class="muted">Paste the operator token, or the viewer token for read-only access.</p>
+    <p class="muted">Paste your token: the operator or viewer token, or your own from the users file.</p>
     <label>Token <input type="password" name="token" id="token" autocomplete="current-password" required autofocus></label>
     <p><button class="primary" type="submit">Sign in</button></p>
     <div id="signin-error"></div></form>`;
@@ -146,8 +149,10 @@ function signIn() {
 }
 
 function adopt(s) {
+  session.name = s.name;
   session.role = s.role;
   session.viewer = s.role === "viewer";
+  session.admin = s.role === "admin";
   setCSRF(s.csrf_token);
   showWho();
 }

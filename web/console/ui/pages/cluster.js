@@ -50,11 +50,11 @@ export async function clusterPage(ctx) {
 
 function thresholdsForm(ctx, th) {
   const form = document.getElementById("thresholds");
-  const ro = ctx.session.viewer ? " disabled" : "";
+  const ro = ctx.session.admin ? "" : " disabled"; // thresholds need the admin role
   form.innerHTML = fields.map((f) => `<label>${f.replace("_", "-")}
       <input name="${f}" id="th-${f}" value="${esc(th[f])}"${ro}><span class="error" id="th-${f}-error"></span></label>`).join("") +
     `<div class="actions"><button class="primary" type="submit"${ro}>Save</button>
-     <button type="button" id="th-reset"${ro}>Reset to configured</button>${ctx.session.viewer ? '<span class="muted">read-only</span>' : ""}</div>
+     <button type="button" id="th-reset"${ro}>Reset to configured</button>${ctx.session.admin ? "" : '<span class="muted">needs the admin role</span>'}</div>
      <div id="th-error"></div>`;
   const show = (t) => fields.forEach((f) => { document.getElementById(`th-${f}`).value = t[f]; });
   const clear = () => fields.forEach((f) => {
