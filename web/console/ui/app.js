@@ -11,6 +11,7 @@ import { clusterPage } from "./pages/cluster.js";
 import { atRiskPage } from "./pages/atrisk.js";
 import { dagsPage, dagPage } from "./pages/dags.js";
 import { poolsPage } from "./pages/pools.js";
+import { auditPage } from "./pages/audit.js";
 
 const main = document.getElementById("main");
 // session is who is signed in: the identity's name, its role, and
@@ -68,6 +69,7 @@ const routes = [
   [/^\/at-risk$/, (ctx) => atRiskPage(ctx), "at-risk"],
   [/^\/cluster$/, (ctx) => clusterPage(ctx), "cluster"],
   [/^\/pools$/, (ctx) => poolsPage(ctx), "pools"],
+  [/^\/audit$/, (ctx) => auditPage(ctx), "audit"],
 ];
 
 function route() {
@@ -102,6 +104,7 @@ function showWho() {
   };
   document.getElementById("nav").hidden = false;
   document.body.classList.toggle("viewer", session.viewer);
+  document.querySelector('nav a[data-nav="audit"]').hidden = !session.admin; // the audit log is the admin's
   leaderLine();
 }
 

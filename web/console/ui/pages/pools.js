@@ -5,10 +5,10 @@
 import { api } from "../api.js";
 import { esc, errorBox, fmtTime } from "../util.js";
 
-const readOnly = ` disabled title="the viewer role is read-only"`;
+const notAdmin = ` disabled title="setting and deleting pools needs the admin role"`;
 
 export async function poolsPage(ctx) {
-  const ro = ctx.session.viewer ? readOnly : "";
+  const ro = ctx.session.admin ? "" : notAdmin;
   ctx.main.innerHTML = `<h1>Pools</h1>
     <p class="muted">A pool caps the task instances that run at once across every DAG, run and agent that names it
     (a task's <code>pool</code> field). Running may exceed the slots only after a pool was shrunk, until its task instances drain.</p>
