@@ -2,6 +2,9 @@ package dag
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,5 +51,26 @@ func TestNotifyValidation(t *testing.T) {
 		require.Error(t, err, decl)
 		assert.Contains(t, err.Error(), `"n"`, decl)
 		assert.Contains(t, err.Error(), want, decl)
+	}
+}
+
+// TestNotificationsExample: examples/notifications/nightly-report.yaml
+// parses, names the webhooks its comment tells to create, and its tasks
+// run with sh as an agent would.
+func TestNotificationsExample(t *testing.T) {
+	t.Parallel()
+	s, err := ParseFile(filepath.Join("..", "examples", "notifications", "nightly-report.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"oncall", "team-slack"}, s.Webhooks())
+	assert.Equal(t, "1h0m0s", s.SLA.D().String())
+	env := append(os.Environ(), "TMPDIR="+t.TempDir(), "VIGIL_DAG_ID=nightly-report", "VIGIL_RUN_ID=1")
+	for _, task := range s.Tasks {
+		cmd := exec.Command(task.Command[0], task.Command[1:]...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s: %s", task.ID, out)
+		if task.ID == "report" {
+			assert.Equal(t, "report: total 500500\n", string(out))
+		}
 	}
 }

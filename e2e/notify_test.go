@@ -263,6 +263,19 @@ tasks:
 		return true
 	}, "every notification recorded delivered")
 	assert.Contains(t, metricsText(t, lite), `vigil_notification_deliveries_total{result="failed"}`)
+
+	// The console's Notifications page shows each delivery, its attempts
+	// and its last state; the dead filter shows none.
+	b := startBrowser(t)
+	b.signIn(lite.URL, operatorToken, "operator")
+	for _, id := range ids {
+		b.open(lite.URL, "#/notifications", fmt.Sprintf(`tr[data-delivery=%q] [data-state="delivered"]`, id))
+	}
+	assert.Equal(t, len(want), b.count("#notifications tbody tr[data-delivery]"))
+	assert.Contains(t, b.text("#notifications tbody"), "flaky #"+fmt.Sprint(run.ID))
+	b.shot("notifications")
+	b.open(lite.URL, "#/notifications?state=dead", `#notifications tbody td.muted`)
+	assert.Contains(t, b.text("#notifications tbody"), "No notification is dead.")
 }
 
 // A Pro leader is killed -9 after the state change committed its

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/state"
 	"github.com/vigil-sched/vigil/store"
 	"github.com/vigil-sched/vigil/store/storetest"
 )
@@ -110,9 +111,52 @@ func TestRetentionDefaultsAndBounds(t *testing.T) {
 		{Retention{Audit: time.Minute}, "retention-audit: 1m0s is below the 1h minimum"},
 		{Retention{Interval: time.Second}, "retention-interval: 1s must be between 1m and 24h"},
 		{Retention{Batch: -1}, "retention batch: -1 must be between 1 and 100000"},
+		{Retention{Notifications: time.Minute}, "retention-notifications: 1m0s must be 0 (disables) or at least 1h"},
 	} {
 		assert.ErrorContains(t, c.r.Validate(), c.want)
 	}
 	off, _ := newScheduler(t, Config{})
 	assert.False(t, off.retention.enabled(), "zero ages: no retention service")
+}
+
+// Retention prunes delivered and dead notifications that finished before
+// the age, batch after batch, and never a pending one, however old.
+func TestRetentionPrunesFinishedNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, st := newScheduler(t, Config{Retention: Retention{Notifications: 24 * time.Hour, Batch: 1}})
+	raw, err := pgxpool.New(ctx, st.URL())
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, st.AcquireFence(ctx, 1, "t"))
+	_, _, err = st.SetWebhook(ctx, "w", "http://127.0.0.1:1/", state.WebhookJSON, nil)
+	require.NoError(t, err)
+	spec, err := dag.Parse([]byte("dag_id: d\nnotify:\n  - on: [run_failed]\n    webhook: w\ntasks:\n  - id: a\n    command: [\"true\"]\n"))
+	require.NoError(t, err)
+	_, err = st.ApplyDAG(ctx, spec)
+	require.NoError(t, err)
+	for range 4 {
+		run, err := st.TriggerRun(ctx, "d")
+		require.NoError(t, err)
+		_, err = st.CancelRun(ctx, run.ID, state.ReasonCancelled, "x")
+		require.NoError(t, err)
+	}
+	_, err = raw.Exec(ctx, `
+		WITH n AS (SELECT id, row_number() OVER (ORDER BY id) AS i FROM notifications)
+		UPDATE notifications SET created_at = now() - interval '4 days',
+		       state = CASE n.i WHEN 1 THEN 'delivered' WHEN 2 THEN 'dead' WHEN 3 THEN 'delivered' ELSE 'pending' END,
+		       finished_at = CASE n.i WHEN 1 THEN now() - interval '3 days' WHEN 2 THEN now() - interval '3 days'
+		                              WHEN 3 THEN now() - interval '1 hour' END
+		  FROM n WHERE notifications.id = n.id`)
+	require.NoError(t, err)
+	_, _, err = s.retention.runOnce(ctx, 1)
+	require.NoError(t, err)
+	left, err := st.ListNotifications(ctx, store.NotificationFilter{Limit: 10})
+	require.NoError(t, err)
+	var states []state.Delivery
+	for _, n := range left {
+		states = append(states, n.State)
+	}
+	assert.Equal(t, []state.Delivery{state.DeliveryPending, state.DeliveryDelivered}, states,
+		"the recent delivered and the old pending one stay")
 }

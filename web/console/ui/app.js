@@ -12,6 +12,7 @@ import { atRiskPage } from "./pages/atrisk.js";
 import { dagsPage, dagPage } from "./pages/dags.js";
 import { poolsPage } from "./pages/pools.js";
 import { auditPage } from "./pages/audit.js";
+import { notificationsPage } from "./pages/notifications.js";
 
 const main = document.getElementById("main");
 // session is who is signed in: the identity's name, its role, and
@@ -70,6 +71,7 @@ const routes = [
   [/^\/cluster$/, (ctx) => clusterPage(ctx), "cluster"],
   [/^\/pools$/, (ctx) => poolsPage(ctx), "pools"],
   [/^\/audit$/, (ctx) => auditPage(ctx), "audit"],
+  [/^\/notifications$/, (ctx, m, q) => notificationsPage(ctx, q), "notifications"],
 ];
 
 function route() {

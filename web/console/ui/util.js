@@ -3,6 +3,7 @@
 const symbols = {
   success: "✓", failed: "✗", upstream_failed: "⤫", running: "▶", queued: "⋯", scheduled: "◷",
   up_for_retry: "↻", cancelled: "⊘", skipped: "»", none: "○", active: "●", inactive: "○",
+  pending: "◷", delivered: "✓", dead: "✗",
 };
 
 // stateSymbol is a state's symbol alone, for the grid's cells and the
