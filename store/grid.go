@@ -36,13 +36,18 @@ type GridTI struct {
 // gridSQL reads the last $2 runs of DAG $1 from runs_dag_idx (dag_id, id),
 // newest first, and each run's TIs by task_instances' (run_id, task_id)
 // key: its reads are those runs and their TIs, whatever the history
-// (TestDAGGridReadsDoNotGrowWithHistory).
+// (TestDAGGridReadsDoNotGrowWithHistory). The TIs are a LATERAL subquery
+// with its own ORDER BY, which PostgreSQL does not flatten into a join: a
+// plain join let the generic plan of the prepared statement, which
+// assumes LIMIT $2 keeps a tenth of the DAG's runs, hash it with a
+// sequential scan of task_instances.
 const gridSQL = `
 	SELECT r.id, r.state, r.run_type, r.queued_at, r.start_date, r.end_date, r.logical_date,
 	       t.task_id, t.state, t.try_number
 	  FROM (SELECT id, state, run_type, queued_at, start_date, end_date, logical_date
 	          FROM runs WHERE dag_id = $1 ORDER BY id DESC LIMIT $2) r
-	  JOIN task_instances t ON t.run_id = r.id
+	 CROSS JOIN LATERAL (SELECT task_id, state, try_number, ordinal
+	          FROM task_instances WHERE run_id = r.id ORDER BY ordinal) t
 	 ORDER BY r.id DESC, t.ordinal`
 
 // DAGGrid is a DAG's grid: its tasks, and its last runs with their TIs.

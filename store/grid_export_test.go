@@ -1,5 +1,9 @@
 package store
 
-// GridSQLForTest is the statement of DAGGrid, for its plan test. Test
+// GridSQLForTest and ListRunsByDAGSQLForTest are the statements of
+// DAGGrid and of ListRuns filtered by DAG, for their plan test. Test
 // builds only.
-const GridSQLForTest = gridSQL
+const (
+	GridSQLForTest          = gridSQL
+	ListRunsByDAGSQLForTest = listRunsByDAGSQL
+)
