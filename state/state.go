@@ -196,6 +196,7 @@ var TITransitions = []Transition{
 	{TIQueued, TISuccess, ActorLateComplete},
 	{TIFailed, TISuccess, ActorLateComplete},
 	{TIUpstreamFailed, TINone, ActorLateComplete}, // dependents re-derived after a late success
+	{TISkipped, TINone, ActorLateComplete},        // same, for one its trigger rule skipped (docs/trigger-rules.md)
 	// Clear (docs/rerun.md): an ended TI goes back to none and runs again
 	// as a new try; a queued or running one is refused, so never cleared.
 	{TISuccess, TINone, ActorOperator},

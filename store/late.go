@@ -31,8 +31,10 @@ func reopenDependentsTx(ctx context.Context, tx pgx.Tx, a tiAttempt) (int, error
 	return reopenTx(ctx, tx, moveReopenDependents, g.ids(g.inOrder(g.reopenable(map[string]bool{a.taskID: true}, state.TISuccess))), msg)
 }
 
-// reopenTx returns the upstream_failed TIs ids to none by m (a late
-// success's or an operator's move), each with a ti_reopened event
+// reopenTx returns the TIs ids that the scheduler ended by their trigger
+// rule (upstream_failed, or skipped with reason trigger_rule;
+// runGraph.reopenable) to none by m (a late success's or an operator's
+// move), each with a ti_reopened event
 // carrying msg, and returns how many it moved.
 func reopenTx(ctx context.Context, tx pgx.Tx, m move, ids []int64, msg string) (int, error) {
 	if len(ids) == 0 {
@@ -41,7 +43,8 @@ func reopenTx(ctx context.Context, tx pgx.Tx, m move, ids []int64, msg string) (
 	tag, err := tx.Exec(ctx, `
 		WITH u AS (
 		  UPDATE task_instances SET state = `+m.To()+`, reason = NULL, message = NULL, end_date = NULL, updated_at = now()
-		   WHERE id = ANY ($1) AND state IN `+sqlList([]state.TI{state.TIUpstreamFailed})+` RETURNING id, run_id, task_id, try_number)
+		   WHERE id = ANY ($1) AND state IN `+sqlList(state.Where(m.from, ruleEndedState))+`
+		     AND (state = 'upstream_failed' OR reason = 'trigger_rule') RETURNING id, run_id, task_id, try_number)
 		INSERT INTO events (run_id, ti_id, task_id, try_number, kind, message)
 		SELECT run_id, id, task_id, try_number, $2, $3 FROM u`, ids, string(state.EventTIReopened), msg)
 	return int(tag.RowsAffected()), err

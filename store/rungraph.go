@@ -107,8 +107,12 @@ func (g runGraph) upstreamOf(id string) []string {
 // trigger_rule. Only such a TI is re-derived when an upstream's end
 // changes; one that ran, or skipped itself by its exit code, stays.
 func (n *tiNode) ruleEnded() bool {
-	return n.state == state.TIUpstreamFailed || n.state == state.TISkipped && n.reason == state.ReasonTriggerRule
+	return ruleEndedState(n.state) && (n.state == state.TIUpstreamFailed || n.reason == state.ReasonTriggerRule)
 }
+
+// ruleEndedState reports whether the scheduler's trigger rules end a TI
+// in s: upstream_failed or skipped (trigger.Decision.State).
+func ruleEndedState(s state.TI) bool { return s == state.TIUpstreamFailed || s == state.TISkipped }
 
 // reopenable returns the TIs to return to none because roots now end in
 // to (none for a clear, success for a late success or a mark, failed for

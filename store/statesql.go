@@ -82,7 +82,7 @@ var (
 	moveReadyScheduled   = mustMove(state.ActorScheduler, state.TIScheduled, state.TINone)
 	moveReadyQueued      = mustMove(state.ActorScheduler, state.TIQueued, state.TINone, state.TIScheduled)
 	moveOrphaned         = mustMove(state.ActorReaper, state.TIFailed, state.TINone)
-	moveReopenDependents = mustMove(state.ActorLateComplete, state.TINone, state.TIUpstreamFailed)
+	moveReopenDependents = mustMove(state.ActorLateComplete, state.TINone, state.TIUpstreamFailed, state.TISkipped)
 	// cancelRunTx: every non-terminal TI of the run, by an operator's
 	// cancel or by the run-timeout reaper.
 	moveCancelByOperator = mustMove(state.ActorOperator, state.TICancelled, state.Where(state.TIStates(), notTerminal)...)

@@ -230,3 +230,36 @@ tasks:
 	assert.Equal(t, state.TIUpForRetry, complete(store.Completion{Outcome: state.OutcomeFailed, ExitCode: code(99),
 		Failure: state.FailureSignal, Signal: "SIGTERM"}), "a kill is no skip, whatever status is reported")
 }
+
+// Marking an upstream failed re-derives what its trigger rules ended: the
+// one_failed alert the scheduler skipped (nothing had failed) returns to
+// none and runs; a task that ran keeps its end.
+func TestMarkFailedRunsASkippedAlert(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	e.apply(`dag_id: markalert
+tasks:
+  - {id: a, command: ["true"]}
+  - {id: load, depends_on: [a], command: ["true"]}
+  - {id: alert, depends_on: [a], trigger_rule: one_failed, command: ["true"]}
+`)
+	run := e.trigger("markalert")
+	e.tick()
+	e.end(run, "a", state.TISuccess)
+	e.tick()
+	e.end(run, "load", state.TISuccess)
+	e.tick()
+	st, reason, _ := e.tiState(run, "alert")
+	require.Equal(t, []string{"skipped", "trigger_rule"}, []string{st, reason})
+	require.Equal(t, "success", e.runState(run))
+
+	res, err := e.st.MarkTI(e.ctx, store.MarkRequest{RunID: run, TaskID: "a", To: state.TIFailed, Actor: "tester"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"alert"}, res.Reopened)
+	st, _, _ = e.tiState(run, "alert")
+	assert.Equal(t, "none", st, "the skipped alert is judged again")
+	e.tick()
+	assert.Equal(t, []string{"alert"}, e.tasksIn(run, "queued"), "one_failed now runs")
+	st, _, _ = e.tiState(run, "load")
+	assert.Equal(t, "success", st, "a task that ran keeps its end")
+}
