@@ -54,3 +54,6 @@ var (
 	HeartbeatOldestSQLForTest  = heartbeatOldestSQL
 	CompleteSuccessSQLForTest  = completeSuccessSQL
 )
+
+// UpstreamOutputsSQL is the claim inputs statement, for its plan test.
+const UpstreamOutputsSQL = upstreamOutputsSQL

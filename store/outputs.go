@@ -53,17 +53,29 @@ type UpstreamInputs struct {
 }
 
 // upstreamOutputsSQL reads the outputs of the successful direct
-// upstreams of the TIs $1, each found by (run_id, task_id), the unique
-// key; the outputs of a TI whose total is over $2 bytes are left out
-// (NULL), its total kept. Its cost is the claimed TIs' upstream
-// lookups: nothing scans.
+// upstreams of the TIs $1; the outputs of a TI whose total is over $2
+// bytes are left out (NULL), its total kept. Each claimed TI is read by
+// its key, each upstream by (run_id, task_id), the unique key, and its
+// outputs by theirs: the LIMIT 1 subqueries are lookups the planner
+// cannot turn into a scan of every success TI (which is what it chose
+// for a plain join while the table's statistics were young), so its cost
+// is the claimed TIs' upstreams, however many TIs the table holds
+// (TestUpstreamOutputsPlanIsLookups).
 const upstreamOutputsSQL = `
-	WITH u AS MATERIALIZED (
+	WITH c AS MATERIALIZED (
+	  SELECT t.id, t.run_id, t.upstream FROM unnest($1::bigint[]) AS i(id)
+	   CROSS JOIN LATERAL (SELECT id, run_id, upstream FROM task_instances WHERE id = i.id LIMIT 1) t
+	   WHERE cardinality(t.upstream) > 0),
+	u AS MATERIALIZED (
 	  SELECT c.id, up.task_id, o.outputs, o.bytes
-	    FROM task_instances c
-	    JOIN task_instances up ON up.run_id = c.run_id AND up.task_id = ANY (c.upstream)
-	    JOIN ti_outputs o ON o.ti_id = up.id AND o.try_number = up.try_number
-	   WHERE c.id = ANY ($1::bigint[]) AND up.state = 'success' AND up.reason IS NULL),
+	    FROM c CROSS JOIN LATERAL unnest(c.upstream) AS x(task_id)
+	    CROSS JOIN LATERAL (
+	      SELECT t.id, t.task_id, t.try_number FROM task_instances t
+	       WHERE t.run_id = c.run_id AND t.task_id = x.task_id AND t.state = 'success' AND t.reason IS NULL
+	       LIMIT 1) up
+	    CROSS JOIN LATERAL (
+	      SELECT p.outputs, p.bytes FROM ti_outputs p WHERE p.ti_id = up.id AND p.try_number = up.try_number
+	       LIMIT 1) o),
 	tot AS (SELECT id, sum(bytes)::bigint AS total FROM u GROUP BY id)
 	SELECT u.id, u.task_id, CASE WHEN tot.total <= $2 THEN u.outputs END, tot.total
 	  FROM u JOIN tot USING (id)`
