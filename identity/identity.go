@@ -111,26 +111,17 @@ func Parse(path string, data []byte) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, sums := map[string]int{}, map[[sha256.Size]byte]int{}
-	for i := range entries {
-		e := &entries[i]
-		where := hashfile.Where(what, path, i, e.Name)
-		if err := e.check(); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		if j, dup := names[e.Name]; dup {
-			return nil, fmt.Errorf("%s: name: also the name of entry %d; names must be unique", where, j)
-		}
-		if j, dup := sums[e.sum]; dup {
-			return nil, fmt.Errorf("%s: token_sha256: also the hash of entry %d; one token is one identity", where, j)
-		}
-		names[e.Name], sums[e.sum] = i+1, i+1
+	if err := hashfile.Check(what, path, entries, "one token is one identity"); err != nil {
+		return nil, err
 	}
 	return entries, nil
 }
 
-// check validates one entry and fills its sum.
-func (e *Entry) check() error {
+// Key is the entry's name and token hash (hashfile.Entry).
+func (e *Entry) Key() (string, [sha256.Size]byte) { return e.Name, e.sum }
+
+// Check validates the entry and fills its hash (hashfile.Entry).
+func (e *Entry) Check() error {
 	if err := hashfile.CheckName(e.Name); err != nil {
 		return err
 	}

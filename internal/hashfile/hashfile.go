@@ -71,6 +71,42 @@ func Decode[E any](what, path string, data []byte, shape, empty string) ([]E, er
 	return entries, nil
 }
 
+// Entry is what Check needs of a parsed entry (a pointer to it).
+type Entry interface {
+	// Check validates the entry's fields and computes its hash; its error
+	// names the field and the rule.
+	Check() error
+	// Key is the entry's name and token hash, after Check.
+	Key() (string, [sha256.Size]byte)
+}
+
+// Check validates every entry and that names and token hashes are
+// unique; each error names the file, the entry and the field. sameHash
+// says why one hash may not stand twice.
+func Check[E any, P interface {
+	*E
+	Entry
+}](what, path string, entries []E, sameHash string) error {
+	names, sums := map[string]int{}, map[[sha256.Size]byte]int{}
+	for i := range entries {
+		e := P(&entries[i])
+		err := e.Check()
+		name, sum := e.Key()
+		where := Where(what, path, i, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if j, dup := names[name]; dup {
+			return fmt.Errorf("%s: name: also the name of entry %d; names must be unique", where, j)
+		}
+		if j, dup := sums[sum]; dup {
+			return fmt.Errorf("%s: token_sha256: also the hash of entry %d; %s", where, j, sameHash)
+		}
+		names[name], sums[sum] = i+1, i+1
+	}
+	return nil
+}
+
 // Where names entry i (from 0) of a file in an error: the file, the
 // entry's position from 1 and its name when it has one.
 func Where(what, path string, i int, name string) string {
