@@ -55,5 +55,9 @@ var (
 	CompleteSuccessSQLForTest  = completeSuccessSQL
 )
 
-// UpstreamOutputsSQL is the claim inputs statement, for its plan test.
-const UpstreamOutputsSQL = upstreamOutputsSQL
+// UpstreamOutputsSQL and RunOutputsSQL are the outputs statements, for
+// their plan test.
+const (
+	UpstreamOutputsSQL = upstreamOutputsSQL
+	RunOutputsSQL      = runOutputsSQL
+)

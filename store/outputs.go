@@ -141,6 +141,26 @@ const (
 	OutputsPageMax = 1000
 )
 
+// runOutputsSQL is RunOutputs' statement ($1 the run, $2 a task id or
+// "", $3 the ordinal to start after, $4 OutputsPageBytes, $5
+// OutputsPageMax): the run's TIs by run_id, the first column of the
+// (run_id, task_id) key, and each one's outputs by ti_id in a LIMIT 1
+// lateral, so no plan scans ti_outputs (TestUpstreamOutputsPlanIsLookups);
+// the running sum of bytes cuts the page before any outputs are read.
+const runOutputsSQL = `
+	SELECT p.id, p.task_id, p.ordinal, p.try_number, o.outputs, p.bytes, p.n
+	  FROM (SELECT t.id, t.task_id, t.ordinal, b.try_number, b.bytes,
+	               sum(b.bytes) OVER (ORDER BY t.ordinal) - b.bytes AS before,
+	               count(*) OVER () AS n
+	          FROM task_instances t
+	          CROSS JOIN LATERAL (SELECT try_number, bytes FROM ti_outputs
+	                               WHERE ti_id = t.id AND try_number = t.try_number LIMIT 1) b
+	         WHERE t.run_id = $1 AND t.state = 'success' AND t.reason IS NULL
+	           AND ($2 = '' OR t.task_id = $2) AND t.ordinal > $3) p
+	  CROSS JOIN LATERAL (SELECT outputs FROM ti_outputs WHERE ti_id = p.id LIMIT 1) o
+	 WHERE p.before < $4
+	 ORDER BY p.ordinal LIMIT $5`
+
 // RunOutputs returns a page of the outputs of run runID's task instances
 // that are success and have any, in the DAG's task order, after the task
 // of ordinal after (-1: from the first); taskID, when not empty, keeps
@@ -164,17 +184,7 @@ func (s *Store) RunOutputs(ctx context.Context, runID int64, taskID string, afte
 		}
 		return nil, false, fmt.Errorf("run %d: %w", runID, ErrNotFound)
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT p.id, p.task_id, p.ordinal, p.try_number, o.outputs, p.bytes, p.n
-		  FROM (SELECT t.id, t.task_id, t.ordinal, o.try_number, o.bytes,
-		               sum(o.bytes) OVER (ORDER BY t.ordinal) - o.bytes AS before,
-		               count(*) OVER () AS n
-		          FROM task_instances t JOIN ti_outputs o ON o.ti_id = t.id AND o.try_number = t.try_number
-		         WHERE t.run_id = $1 AND t.state = 'success' AND t.reason IS NULL
-		           AND ($2 = '' OR t.task_id = $2) AND t.ordinal > $3) p
-		  JOIN ti_outputs o ON o.ti_id = p.id
-		 WHERE p.before < $4
-		 ORDER BY p.ordinal LIMIT $5`, runID, taskID, after, OutputsPageBytes, OutputsPageMax)
+	rows, err := s.pool.Query(ctx, runOutputsSQL, runID, taskID, after, OutputsPageBytes, OutputsPageMax)
 	if err != nil {
 		return nil, false, fmt.Errorf("outputs of run %d: %w", runID, err)
 	}

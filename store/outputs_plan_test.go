@@ -14,7 +14,8 @@ import (
 )
 
 // TestUpstreamOutputsPlanIsLookups: the read of a claim's inputs looks up
-// the claimed TIs, their upstreams and their outputs by key, whatever
+// the claimed TIs, their upstreams and their outputs by key, and the read
+// of a run's outputs its TIs by run and their outputs by key, whatever
 // the planner thinks of the tables: over 21 runs of a fan-out DAG (2,121
 // TIs, 2,021 of them success with outputs) it scans neither
 // task_instances nor ti_outputs, before and after ANALYZE. (A plain join, with the
@@ -32,8 +33,9 @@ func TestUpstreamOutputsPlanIsLookups(t *testing.T) {
 	e.apply(spec.String())
 	zero := 0
 	var ids []int64
+	var runID int64
 	for r := range 21 {
-		e.trigger("fan")
+		runID = e.trigger("fan")
 		e.tick()
 		root, err := e.st.Claim(e.ctx, agentID, 1)
 		require.NoError(t, err)
@@ -63,17 +65,25 @@ func TestUpstreamOutputsPlanIsLookups(t *testing.T) {
 			_, err := e.raw.Exec(e.ctx, `ANALYZE task_instances; ANALYZE ti_outputs`)
 			require.NoError(t, err)
 		}
-		rows, err := e.raw.Query(e.ctx, "EXPLAIN "+store.UpstreamOutputsSQL, ids, 1<<20)
-		require.NoError(t, err)
-		var plan []string
-		for rows.Next() {
-			var l string
-			require.NoError(t, rows.Scan(&l))
-			plan = append(plan, l)
+		for name, q := range map[string]struct {
+			sql  string
+			args []any
+		}{
+			"claim inputs": {store.UpstreamOutputsSQL, []any{ids, 1 << 20}},
+			"run outputs":  {store.RunOutputsSQL, []any{runID, "", -1, store.OutputsPageBytes, store.OutputsPageMax}},
+		} {
+			rows, err := e.raw.Query(e.ctx, "EXPLAIN "+q.sql, q.args...)
+			require.NoError(t, err)
+			var plan []string
+			for rows.Next() {
+				var l string
+				require.NoError(t, rows.Scan(&l))
+				plan = append(plan, l)
+			}
+			require.NoError(t, rows.Err())
+			text := strings.Join(plan, "\n")
+			assert.NotContains(t, text, "Seq Scan on task_instances", "%s, analyzed %v:\n%s", name, analyzed, text)
+			assert.NotContains(t, text, "Seq Scan on ti_outputs", "%s, analyzed %v:\n%s", name, analyzed, text)
 		}
-		require.NoError(t, rows.Err())
-		text := strings.Join(plan, "\n")
-		assert.NotContains(t, text, "Seq Scan on task_instances", "analyzed %v:\n%s", analyzed, text)
-		assert.NotContains(t, text, "Seq Scan on ti_outputs", "analyzed %v:\n%s", analyzed, text)
 	}
 }
