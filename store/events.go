@@ -7,6 +7,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// runEventsPageSQL reads up to $3 events of run $1 after id $2 from
+// events_run_idx (run_id, id): the page's rows, whatever the history.
+const runEventsPageSQL = `
+	SELECT id, run_id, created_at, kind, ti_id, coalesce(task_id, ''), try_number,
+	       coalesce(attempt_id::text, ''), agent_id, message
+	  FROM events WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`
+
 // RunEventsPage returns one page of run runID's timeline: the events with
 // an id above afterID, oldest first (by id), at most limit of them. The
 // page's NextCursor is the id of its last event when more events followed,
@@ -32,10 +39,7 @@ func (s *Store) RunEventsPage(ctx context.Context, runID, afterID int64, limit i
 		return EventPage{}, fmt.Errorf("run %d: %w", runID, ErrNotFound)
 	}
 	// One row past the page tells whether another page follows.
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, run_id, created_at, kind, ti_id, coalesce(task_id, ''), try_number,
-		       coalesce(attempt_id::text, ''), agent_id, message
-		  FROM events WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`, runID, afterID, limit+1)
+	rows, err := s.pool.Query(ctx, runEventsPageSQL, runID, afterID, limit+1)
 	if err != nil {
 		return EventPage{}, fmt.Errorf("run %d events: %w", runID, err)
 	}

@@ -53,6 +53,10 @@ var (
 	HeartbeatStartSQLForTest   = heartbeatStartSQL
 	HeartbeatOldestSQLForTest  = heartbeatOldestSQL
 	CompleteSuccessSQLForTest  = completeSuccessSQL
+	ListRunsSQLForTest         = listRunsSQL
+	RunTIsSQLForTest           = runTIsSQL
+	RunEventsPageSQLForTest    = runEventsPageSQL
+	PlannedEachTimeForTest     = plannedEachTime
 )
 
 // UpstreamOutputsSQL and RunOutputsSQL are the outputs statements, for

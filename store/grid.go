@@ -94,9 +94,12 @@ func (s *Store) DAGGrid(ctx context.Context, dagID string, limit, maxTIs int) (D
 }
 
 // gridRuns reads the runs of the grid with gridSQL, keeping at most
-// maxTIs TIs as DAGGrid says.
+// maxTIs TIs as DAGGrid says. gridSQL is planned with its arguments each
+// time (plannedEachTime), as ListRuns' statements are and for the
+// same reason (listRunsSQL): a generic plan judges the DAG's share of the
+// runs by an average.
 func (s *Store) gridRuns(ctx context.Context, dagID string, limit, maxTIs int) (runs []GridRun, truncated bool, err error) {
-	rows, err := s.pool.Query(ctx, gridSQL, dagID, limit)
+	rows, err := s.pool.Query(ctx, gridSQL, plannedEachTime, dagID, limit)
 	if err != nil {
 		return nil, false, err
 	}

@@ -3,7 +3,7 @@ package store
 // GridSQLForTest and ListRunsByDAGSQLForTest are the statements of
 // DAGGrid and of ListRuns filtered by DAG, for their plan test. Test
 // builds only.
-const (
+var (
 	GridSQLForTest          = gridSQL
-	ListRunsByDAGSQLForTest = listRunsByDAGSQL
+	ListRunsByDAGSQLForTest = listRunsSQL(false, true)
 )
