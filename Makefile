@@ -59,6 +59,14 @@ chaos: build
 	$(GO) build -tags vigil_testhooks -o bin/testhooks/ ./cmd/vigil ./cmd/vigil-supervise
 	$(GO) run ./chaos/cmd/chaos
 
+# The same with PostgreSQL as a primary and a synchronous standby under
+# Debian's patroni (apt-get install patroni), failed over by kill -9 of
+# the primary in place of the restart faults (docs/reliability.md,
+# "Patroni"). Not part of make test.
+chaos-patroni: build
+	$(GO) build -tags vigil_testhooks -o bin/testhooks/ ./cmd/vigil ./cmd/vigil-supervise
+	CHAOS_PATRONI=1 $(GO) run ./chaos/cmd/chaos
+
 # Mutants of the code that decides harm (scripts/mutants.sh): each is
 # built behind a build tag no shipped build sets, and the part of the
 # suite that must catch it runs; exit 1 if any survives. MUTANTS=<tag

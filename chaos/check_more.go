@@ -164,7 +164,7 @@ func fencedWrite(h *History, known map[int64]bool, epoch int64, committed time.T
 func (h *History) databaseFaultWithin(from, to time.Time) bool {
 	for _, f := range h.Faults {
 		switch f.Kind {
-		case PostgresFast, PostgresImmediate, DatabaseSlow, ReplicaDBCut:
+		case PostgresFast, PostgresImmediate, PostgresFailover, DatabaseSlow, ReplicaDBCut:
 			if f.Start.Before(to) && f.End.After(from) {
 				return true
 			}

@@ -464,3 +464,14 @@ func TestALeaderCutFromEtcdIsAFailover(t *testing.T) {
 		assert.True(t, v.Failovers[0].EtcdDown)
 	}
 }
+
+// A Patroni failover keeps the database from every agent until the new
+// primary takes writes, as a restart does, and the fence's move beside
+// it is not timed.
+func TestAPatroniFailoverIsADatabaseOutage(t *testing.T) {
+	h := cleanHistory()
+	h.Faults = append(h.Faults, FaultRecord{Kind: PostgresFailover, Target: "postgres", Start: at(40), End: at(44), Detail: "pg1 -> pg2"})
+	assert.Equal(t, at(47), h.ableAgain("a0-1", at(41)), "the new primary's writes + the reconnect bound")
+	assert.True(t, h.databaseFaultWithin(at(43), at(45)))
+	assert.False(t, h.databaseFaultWithin(at(45), at(46)))
+}

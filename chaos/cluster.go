@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,14 +28,16 @@ const (
 // replica's database link and every agent's link to every replica
 // through its own toxiproxy proxy.
 type cluster struct {
-	cfg      Config
-	dir      string
-	tox      *toxiproxy.ApiServer
-	rec      *recorder
-	mu       sync.Mutex // guards etcd and pg
-	etcd     *etcdCluster
-	pg       *pgcluster.Cluster
-	pgCfg    pgcluster.Config
+	cfg   Config
+	dir   string
+	tox   *toxiproxy.ApiServer
+	rec   *recorder
+	mu    sync.Mutex // guards etcd and pg
+	etcd  *etcdCluster
+	pg    *pgcluster.Cluster
+	pgCfg pgcluster.Config
+	// pat, with Config.Patroni, is the Patroni pair in place of pg.
+	pat      *patroniPair
 	replicas []*replica
 	agents   []*agentSlot
 	// procMu guards every procSlot's fields, procs and stopping.
@@ -51,10 +54,11 @@ type cluster struct {
 
 // replica is one `vigil server`.
 type replica struct {
-	id      string
-	url     string // direct, for the operator and the harness
-	args    []string
-	dbProxy *toxiproxy.Proxy
+	id   string
+	url  string // direct, for the operator and the harness
+	args []string
+	// dbProxies are its links to PostgreSQL, one per database host.
+	dbProxies []*toxiproxy.Proxy
 	// etcdProxies are its links to the etcd members, one each, in
 	// --etcd-endpoints: a leader_etcd_cut stops them.
 	etcdProxies []*toxiproxy.Proxy
@@ -97,7 +101,11 @@ func startCluster(ctx context.Context, cfg Config, rec *recorder) (*cluster, err
 	if err := c.startEtcd(); err != nil {
 		return c, err
 	}
-	if err := c.startPostgres(ctx); err != nil {
+	if cfg.Patroni {
+		if err := c.startPatroni(ctx); err != nil {
+			return c, err
+		}
+	} else if err := c.startPostgres(ctx); err != nil {
 		return c, err
 	}
 	for i := 1; i <= 3; i++ {
@@ -108,7 +116,7 @@ func startCluster(ctx context.Context, cfg Config, rec *recorder) (*cluster, err
 	if err := c.waitServing(ctx); err != nil {
 		return c, err
 	}
-	if err := installFenceHistory(ctx, c.pg.URL(pgcluster.DefaultDBName)); err != nil {
+	if err := installFenceHistory(ctx, c.directURL()); err != nil {
 		return c, err
 	}
 	for i := 0; i < cfg.Agents; i++ {
@@ -117,6 +125,30 @@ func startCluster(ctx context.Context, cfg Config, rec *recorder) (*cluster, err
 		}
 	}
 	return c, nil
+}
+
+// startPatroni starts the Patroni pair on the etcd members
+// (docs/reliability.md, "Patroni").
+func (c *cluster) startPatroni(ctx context.Context) error {
+	if err := os.Chmod(c.dir, 0o711); err != nil { // the postgres user runs PostgreSQL below it
+		return err
+	}
+	var hosts []string
+	for _, u := range c.etcd.clientURLs() {
+		hosts = append(hosts, strings.TrimPrefix(u, "http://"))
+	}
+	pp, err := startPatroni(ctx, filepath.Join(c.dir, "patroni"), c.tmpRoot(), hosts)
+	c.pat = pp
+	return err
+}
+
+// dbHosts lists PostgreSQL's host:port addresses: the private
+// cluster's, or each Patroni node's.
+func (c *cluster) dbHosts() []string {
+	if c.pat != nil {
+		return c.pat.hosts()
+	}
+	return []string{fmt.Sprintf("127.0.0.1:%d", c.pg.Port())}
 }
 
 func (c *cluster) startEtcd() error {
@@ -181,9 +213,15 @@ func (c *cluster) proxy(name, upstream string) (*toxiproxy.Proxy, error) {
 
 func (c *cluster) addReplica(i int) error {
 	id := fmt.Sprintf("r%d", i)
-	dbp, err := c.proxy("db-"+id, fmt.Sprintf("127.0.0.1:%d", c.pg.Port()))
-	if err != nil {
-		return err
+	var dbProxies []*toxiproxy.Proxy
+	var dbHosts []string
+	for i, host := range c.dbHosts() {
+		p, err := c.proxy(fmt.Sprintf("db-%s-%d", id, i+1), host)
+		if err != nil {
+			return err
+		}
+		dbProxies = append(dbProxies, p)
+		dbHosts = append(dbHosts, p.Listen)
 	}
 	var etcdProxies []*toxiproxy.Proxy
 	var endpoints []string
@@ -200,8 +238,11 @@ func (c *cluster) addReplica(i int) error {
 		return err
 	}
 	t := c.cfg.Timing
-	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pgcluster.User, dbp.Listen, pgcluster.DefaultDBName)
-	r := &replica{id: id, url: "http://" + listen, dbProxy: dbp, etcdProxies: etcdProxies, args: []string{"server",
+	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pgcluster.User, dbHosts[0], pgcluster.DefaultDBName)
+	if c.pat != nil {
+		dbURL = c.pat.url(dbHosts, pgcluster.User, pgcluster.DefaultDBName)
+	}
+	r := &replica{id: id, url: "http://" + listen, dbProxies: dbProxies, etcdProxies: etcdProxies, args: []string{"server",
 		"--database-url", dbURL, "--etcd-endpoints", strings.Join(endpoints, ","), "--listen", listen,
 		"--replica-id", id, "--agent-token", agentToken, "--operator-token", operatorToken, "--log-format", "json",
 		"--election-ttl", t.ElectionTTL.String(), "--tick-interval", t.Tick.String(),

@@ -36,6 +36,11 @@ type Config struct {
 	HooksBin string
 	// Report is the path of the report file.
 	Report string
+	// Patroni runs PostgreSQL as a primary and a synchronous standby under
+	// Patroni (CHAOS_PATRONI=1, make chaos-patroni), the replicas reaching
+	// the primary through a multi-host URL; its restart faults become
+	// postgres_failover.
+	Patroni bool
 	// Timing is the cluster's timing, DefaultTiming unless set.
 	Timing Timing
 }
@@ -82,6 +87,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		cfg.Faults = n
 	}
 	cfg.Duration = time.Duration(cfg.Faults) * defaultGap
+	switch v := getenv("CHAOS_PATRONI"); v {
+	case "", "0":
+	case "1":
+		cfg.Patroni = true
+	default:
+		return cfg, fmt.Errorf("CHAOS_PATRONI=%q (environment): must be 1 or 0", v)
+	}
 	if v := getenv("CHAOS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

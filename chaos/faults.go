@@ -24,7 +24,7 @@ func (c *cluster) inject(ctx context.Context, plan []Fault, begin time.Time, log
 			return
 		}
 		c.rec.fault(rec)
-		logf("fault %3d %-27s %-8s %s..%s lag %s %s", f.Seq, f.Kind, rec.Target, rec.Start.Format("15:04:05.000"),
+		logf("fault %3d %-27s %-8s %s..%s lag %s %s", f.Seq, rec.Kind, rec.Target, rec.Start.Format("15:04:05.000"),
 			rec.End.Format("15:04:05.000"), rec.Lag.Round(time.Millisecond), rec.Detail)
 	})
 }
@@ -35,6 +35,8 @@ func (c *cluster) apply(ctx context.Context, f Fault) (FaultRecord, error) {
 	switch {
 	case f.Kind.agentKind():
 		return c.applyAgent(ctx, f, rec)
+	case (f.Kind == PostgresFast || f.Kind == PostgresImmediate) && c.pat != nil:
+		return c.failover(ctx, rec)
 	case f.Kind == PostgresFast || f.Kind == PostgresImmediate:
 		rec.Target, rec.Start = "postgres", time.Now()
 		err := c.restartPostgres(ctx, f.Kind == PostgresImmediate, f.Hold)
@@ -55,7 +57,7 @@ func (c *cluster) apply(ctx context.Context, f Fault) (FaultRecord, error) {
 		rec.Target, rec.Detail = "postgres", f.Delay.String()
 		var links []*toxiproxy.Proxy
 		for _, r := range c.replicas {
-			links = append(links, r.dbProxy)
+			links = append(links, r.dbProxies...)
 		}
 		rec.Start = time.Now()
 		err := hold(links, latencyToxics("lat", f.Delay), f.Hold)
@@ -147,7 +149,7 @@ func (c *cluster) applyReplica(ctx context.Context, f Fault, rec FaultRecord) (F
 	case ReplicaDBCut:
 		rec.Detail = f.Mode
 		rec.Start = time.Now()
-		err = sever([]*toxiproxy.Proxy{target.dbProxy}, f.Mode, f.Hold)
+		err = sever(target.dbProxies, f.Mode, f.Hold)
 		rec.End = time.Now()
 	case LeaderEtcdCut:
 		rec.Detail = f.Mode
@@ -186,7 +188,7 @@ func (c *cluster) applyEtcdMember(f Fault, rec FaultRecord) (FaultRecord, error)
 // (pg_stat_activity, application_name vigil-leader), SIGSTOPs it, lifts the
 // latency and SIGCONTs it after hold.
 func (c *cluster) stopMidTx(ctx context.Context, r *replica, d time.Duration, rec *FaultRecord) error {
-	links := []*toxiproxy.Proxy{r.dbProxy}
+	links := r.dbProxies
 	if err := addToxics(links, latencyToxics("midtx", 150*time.Millisecond)); err != nil {
 		return err
 	}
@@ -221,6 +223,9 @@ func (c *cluster) leaderSessionsInTx(ctx context.Context) int {
 
 // directURL is the database URL without a proxy (the harness's own reads).
 func (c *cluster) directURL() string {
+	if c.pat != nil {
+		return c.pat.url(c.pat.hosts(), "vigil", "vigil")
+	}
 	return fmt.Sprintf("postgres://vigil@127.0.0.1:%d/vigil?sslmode=disable", c.pgCfg.Port)
 }
 

@@ -69,7 +69,7 @@ func (h *History) impaired(inst string, pad time.Duration, certain bool) []inter
 			if f.Target == inst {
 				out = append(out, interval{f.Start, f.End.Add(pad)})
 			}
-		case PostgresFast, PostgresImmediate:
+		case PostgresFast, PostgresImmediate, PostgresFailover:
 			out = append(out, interval{f.Start, f.End.Add(pad)})
 		case DatabaseSlow:
 			if h.slowBeyondTimeout(f) {

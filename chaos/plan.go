@@ -30,6 +30,10 @@ const (
 	EtcdMemberKill      FaultKind = "etcd_member_kill"      // one etcd member hard-stopped, started again after the hold
 	EtcdMemberPartition FaultKind = "etcd_member_partition" // one etcd member cut off from its peers
 	LeaderEtcdCut       FaultKind = "leader_etcd_cut"       // the leader's links to etcd cut or black-holed, not its database link
+	// PostgresFailover replaces both PostgreSQL restarts under Patroni
+	// (Config.Patroni): the primary's postmaster killed -9, Patroni
+	// promoting the synchronous standby. Not drawn by Plan.
+	PostgresFailover FaultKind = "postgres_failover"
 )
 
 // AllKinds lists every fault kind, in report order.

@@ -62,7 +62,11 @@ func TestConfigFromEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, DefaultFaults, cfg.Faults)
 	assert.Positive(t, cfg.Seed, "a random seed when none is given")
-	for k, v := range map[string]string{"CHAOS_SEED": "x", "CHAOS_FAULTS": "0", "CHAOS_DURATION": "-1s"} {
+	assert.False(t, cfg.Patroni)
+	cfg, err = ConfigFromEnv(env(map[string]string{"CHAOS_PATRONI": "1"}))
+	require.NoError(t, err)
+	assert.True(t, cfg.Patroni)
+	for k, v := range map[string]string{"CHAOS_SEED": "x", "CHAOS_FAULTS": "0", "CHAOS_DURATION": "-1s", "CHAOS_PATRONI": "yes"} {
 		_, err := ConfigFromEnv(env(map[string]string{k: v}))
 		require.Error(t, err, k)
 		assert.Contains(t, err.Error(), k+"=")

@@ -68,6 +68,9 @@ func (r *Report) Text() string {
 	for _, k := range AllKinds {
 		fmt.Fprintf(&b, "  %-28s %d\n", k, r.Injected[k])
 	}
+	if n := r.Injected[PostgresFailover]; n > 0 {
+		fmt.Fprintf(&b, "  %-28s %d (Patroni: in place of the PostgreSQL restarts)\n", PostgresFailover, n)
+	}
 	fmt.Fprintf(&b, "lanes: fault start behind plan: %s\n", lagSummary(r.history.Faults))
 	fmt.Fprintf(&b, "workload: %d runs, %d executions, %d events\n", r.Runs, r.Executions, r.Events)
 	b.WriteString("invariants:\n")

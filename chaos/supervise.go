@@ -185,6 +185,9 @@ func (c *cluster) stop(ctx context.Context) {
 	defer c.mu.Unlock()
 	stopAll(procs, RoleAgent, 5*time.Second)
 	stopAll(procs, RoleReplica, 10*time.Second)
+	if c.pat != nil {
+		c.pat.stop()
+	}
 	c.killTree()
 	if c.tox != nil {
 		_ = c.tox.Collection.Clear()

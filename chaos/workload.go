@@ -241,7 +241,6 @@ func (c *cluster) operator(ctx context.Context, fn func(*client.Client) error) e
 // trigger keeps up to live runs queued or running until ctx ends, picking
 // DAGs from r.
 func (c *cluster) trigger(ctx context.Context, r *rand.Rand, live int) {
-	db := c.pgCfg
 	t := time.NewTicker(400 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -250,7 +249,7 @@ func (c *cluster) trigger(ctx context.Context, r *rand.Rand, live int) {
 			return
 		case <-t.C:
 		}
-		n, err := liveRuns(ctx, fmt.Sprintf("postgres://vigil@127.0.0.1:%d/vigil?sslmode=disable", db.Port), "manual")
+		n, err := liveRuns(ctx, c.directURL(), "manual")
 		if err != nil || n >= live {
 			continue
 		}
