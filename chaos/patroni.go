@@ -345,12 +345,16 @@ func chownPostgres(dir string) error {
 	return exec.Command("chown", "-R", "postgres:postgres", dir).Run()
 }
 
-// failover kills the Patroni primary's postmaster with SIGKILL; Patroni
-// promotes the synchronous standby (primary_start_timeout 0). The fault
-// ends when the new primary accepts writes through the multi-host URL;
-// failover then waits until the old primary is back as the synchronous
-// standby (at most 2 minutes) before it returns, so the lane's next
-// failover has a standby to fail over to.
+// failover kills the Patroni primary's postmaster with SIGKILL. Patroni
+// promotes the synchronous standby (primary_start_timeout 0) or, when it
+// cannot fail over (it does not reach etcd, say), restarts the old
+// primary in place. The fault ends when a primary, either one, takes a
+// write through the multi-host URL: until then the database is down for
+// everyone, and the record must say so even when no failover happened.
+// failover then waits until the pair is whole again, a primary and its
+// synchronous standby (at most 2 minutes, noted in the detail when it is
+// not), before it returns, so the lane's next failover has somewhere to
+// go.
 func (c *cluster) failover(ctx context.Context, rec FaultRecord) (FaultRecord, error) {
 	rec.Kind, rec.Target = PostgresFailover, "postgres"
 	old, sync := c.pat.primary()
@@ -364,27 +368,26 @@ func (c *cluster) failover(ctx context.Context, rec FaultRecord) (FaultRecord, e
 	if pid == 0 {
 		return rec, fmt.Errorf("patroni: no postmaster.pid for the primary %s", old.name)
 	}
-	rec.Detail = old.name
 	rec.Start = time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return rec, fmt.Errorf("patroni: kill -9 the primary %s's postmaster (pid %d): %w", old.name, pid, err)
 	}
-	deadline := rec.Start.Add(2 * time.Minute)
-	for {
-		if p, _ := c.pat.primary(); p != nil && p != old && writable(ctx, c.directURL()) {
+	for deadline := rec.Start.Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if p, _ := c.pat.primary(); p != nil && writable(ctx, c.directURL()) {
+			rec.End, rec.Detail = time.Now(), old.name+" -> "+p.name
+			if p == old {
+				rec.Detail += " (restarted in place, no failover)"
+			}
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			rec.End = time.Now()
-			return rec, fmt.Errorf("patroni: no new primary within 2m of killing %s", old.name)
+			return rec, fmt.Errorf("patroni: no primary took writes within 2m of killing %s", old.name)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	rec.End = time.Now()
-	if p, _ := c.pat.primary(); p != nil {
-		rec.Detail = old.name + " -> " + p.name
+	if err := c.pat.awaitPair(ctx, 2*time.Minute); err != nil {
+		rec.Detail += "; no synchronous standby within 2m after" // the outage is over: record it all the same
 	}
-	return rec, c.pat.awaitPair(ctx, 2*time.Minute)
+	return rec, nil
 }
 
 // writable reports whether url's session accepts a write now.
