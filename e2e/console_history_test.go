@@ -20,22 +20,29 @@ func historyDAG(marker string) string {
 		"  - id: report\n    depends_on: [check]\n    command: ['true']\n"
 }
 
+// historyRuns triggers n runs of history at once and waits until each
+// ends in state.
+func historyRuns(t *testing.T, lite *liteProc, n int, state string) []int64 {
+	t.Helper()
+	var ids []int64
+	for range n {
+		run, _ := triggerJSON(t, lite, "history", false)
+		ids = append(ids, run.ID)
+	}
+	for _, id := range ids {
+		waitRunState(t, lite, id, state, 30*time.Second)
+	}
+	return ids
+}
+
 // consoleHistory: three runs of history, the first failing at check, are
 // shown on the DAG's page as a grid of 3 tasks × 3 runs whose cells carry
 // each TI's state and link to its try, and as 3 duration bars; the failed
 // run's page draws one Gantt bar per try.
 func consoleHistory(t *testing.T, b *browser, lite *liteProc, marker string) {
-	failed, _ := triggerJSON(t, lite, "history", false)
-	waitRunState(t, lite, failed.ID, "failed", 30*time.Second)
+	failed := historyRuns(t, lite, 1, "failed")[0]
 	require.NoError(t, os.WriteFile(marker, nil, 0o644))
-	var ok []int64
-	for range 2 {
-		run, _ := triggerJSON(t, lite, "history", false)
-		ok = append(ok, run.ID)
-	}
-	for _, id := range ok {
-		waitRunState(t, lite, id, "success", 30*time.Second)
-	}
+	ok := historyRuns(t, lite, 2, "success")
 
 	b.open(lite.URL, "#/dags/history", `#grid`)
 	b.waitFor("the last run's column", fmt.Sprintf(`#grid thead th[data-run-id="%d"]`, ok[1]))
@@ -46,18 +53,18 @@ func consoleHistory(t *testing.T, b *browser, lite *liteProc, marker string) {
 	cell := func(run int64, task string) string {
 		return fmt.Sprintf(`#grid tbody a[data-run-id="%d"][data-task=%q]`, run, task)
 	}
-	b.waitFor("check failed in the first run", cell(failed.ID, "check")+`[data-state="failed"]`)
-	b.waitFor("report upstream_failed in it", cell(failed.ID, "report")+`[data-state="upstream_failed"]`)
-	assert.Equal(t, "✗", b.text(cell(failed.ID, "check")), "the state has its symbol, not colour alone")
+	b.waitFor("check failed in the first run", cell(failed, "check")+`[data-state="failed"]`)
+	b.waitFor("report upstream_failed in it", cell(failed, "report")+`[data-state="upstream_failed"]`)
+	assert.Equal(t, "✗", b.text(cell(failed, "check")), "the state has its symbol, not colour alone")
 	var href string
-	b.run("the failed cell's link", attr(cell(failed.ID, "check"), "href", &href))
-	assert.Equal(t, fmt.Sprintf("#/runs/%d/logs/check?try=1", failed.ID), href, "a cell opens its try")
+	b.run("the failed cell's link", attr(cell(failed, "check"), "href", &href))
+	assert.Equal(t, fmt.Sprintf("#/runs/%d/logs/check?try=1", failed), href, "a cell opens its try")
 	var order []int64
 	b.eval(`[...document.querySelectorAll("#grid thead th[data-run-id]")].map((th) => Number(th.dataset.runId))`, &order)
-	assert.Equal(t, []int64{failed.ID, ok[0], ok[1]}, order, "oldest run on the left")
+	assert.Equal(t, []int64{failed, ok[0], ok[1]}, order, "oldest run on the left")
 
 	assert.Equal(t, 3, b.count(`#durations g.dur[data-run-id]`), "one duration bar per run")
-	b.waitFor("the failed run's bar", fmt.Sprintf(`#durations g.dur[data-run-id="%d"][data-run-state="failed"]`, failed.ID))
+	b.waitFor("the failed run's bar", fmt.Sprintf(`#durations g.dur[data-run-id="%d"][data-run-state="failed"]`, failed))
 	assert.Equal(t, 2, b.count(`#durations g.dur[data-run-state="success"]`))
 	var secs string
 	b.run("a bar's duration", attr(fmt.Sprintf(`#durations g.dur[data-run-id="%d"]`, ok[0]), "data-seconds", &secs))
@@ -72,9 +79,9 @@ func consoleHistory(t *testing.T, b *browser, lite *liteProc, marker string) {
 	assert.Equal(t, "#/dags/history?runs=10", hash)
 	b.waitFor("the grid again", fmt.Sprintf(`#grid thead th[data-run-id="%d"]`, ok[1]))
 
-	b.run("open the failed check's logs", clickSel(cell(failed.ID, "check")))
+	b.run("open the failed check's logs", clickSel(cell(failed, "check")))
 	b.waitFor("its logs", `#lines`)
-	b.open(lite.URL, fmt.Sprintf("#/runs/%d", failed.ID), `#gantt svg`)
+	b.open(lite.URL, fmt.Sprintf("#/runs/%d", failed), `#gantt svg`)
 	b.waitFor("check's try failed", `#gantt g.gantt-bar[data-task="check"][data-try="1"][data-outcome="failed"]`)
 	b.waitFor("extract's try succeeded", `#gantt g.gantt-bar[data-task="extract"][data-try="1"][data-outcome="success"]`)
 	assert.Equal(t, 2, b.count(`#gantt g.gantt-bar`), "one bar per try: report never ran")

@@ -19,14 +19,7 @@ import (
 // success.
 func consoleRerun(t *testing.T, b *browser, lite *liteProc, marker string) {
 	require.NoError(t, os.RemoveAll(marker)) // the grid subtest made it
-	var runs []int64
-	for range 2 {
-		run, _ := triggerJSON(t, lite, "history", false)
-		runs = append(runs, run.ID)
-	}
-	for _, id := range runs {
-		waitRunState(t, lite, id, "failed", 30*time.Second)
-	}
+	runs := historyRuns(t, lite, 2, "failed")
 	require.NoError(t, os.WriteFile(marker, nil, 0o644))
 	cleared, marked := runs[0], runs[1]
 

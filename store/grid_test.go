@@ -3,7 +3,6 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,11 +153,5 @@ func explainReads(t *testing.T, e *schedEnv, mode, sql, args string) (float64, [
 	require.NoError(t, conn.QueryRow(e.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE measured`+args).Scan(&out), mode)
 	var doc []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(out, &doc))
-	var scans []string
-	doc[0].Plan.walk(func(p planNode) {
-		if p.RelationName != "" || p.IndexName != "" {
-			scans = append(scans, strings.TrimSpace(p.NodeType+" "+p.RelationName+" "+p.IndexName))
-		}
-	})
-	return planWork(doc[0].Plan), scans, out
+	return planWork(doc[0].Plan), doc[0].Plan.scans(), out
 }

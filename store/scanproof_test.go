@@ -401,12 +401,7 @@ func checkRetentionFKPlans(t *testing.T, sd seeded) {
 		require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE "`+name+`"`+st.args).Scan(&plan), name)
 		var doc []struct{ Plan planNode }
 		require.NoError(t, json.Unmarshal(plan, &doc))
-		var scans []string
-		doc[0].Plan.walk(func(n planNode) {
-			if n.RelationName != "" || n.IndexName != "" {
-				scans = append(scans, strings.TrimSpace(n.NodeType+" "+n.RelationName+" "+n.IndexName))
-			}
-		})
+		scans := doc[0].Plan.scans()
 		t.Logf("%s (generic plan): %v", name, scans)
 		require.NotEmpty(t, scans, name)
 		for _, s := range scans {
@@ -429,6 +424,18 @@ type planNode struct {
 	Removed      float64    `json:"Rows Removed by Filter"`
 	JoinRemoved  float64    `json:"Rows Removed by Join Filter"`
 	Plans        []planNode `json:"Plans"`
+}
+
+// scans lists the relations and indexes the plan reads, each as "node
+// type, relation, index".
+func (n planNode) scans() []string {
+	var out []string
+	n.walk(func(p planNode) {
+		if p.RelationName != "" || p.IndexName != "" {
+			out = append(out, strings.TrimSpace(p.NodeType+" "+p.RelationName+" "+p.IndexName))
+		}
+	})
+	return out
 }
 
 func (n planNode) walk(fn func(planNode)) {

@@ -4,9 +4,7 @@
 // task, the state and the run. The panel lives outside the sections the
 // page re-renders on each poll, so it stays open while they refresh.
 import { api } from "./api.js";
-import { badge, esc, errorBox } from "./util.js";
-
-const readOnly = ` disabled title="the viewer role is read-only"`;
+import { badge, esc, errorBox, readOnly } from "./util.js";
 const busy = new Set(["queued", "running"]);
 
 // runRefuses says why a run takes no clear or mark, or "" when it does

@@ -12,6 +12,10 @@ export function stateSymbol(state) {
   return symbols[state] || "•";
 }
 
+// readOnly disables a button that would change something, for the
+// viewer, saying why (the API refuses the viewer too, adr/0020).
+export const readOnly = ` disabled title="the viewer role is read-only"`;
+
 export function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }

@@ -2,10 +2,8 @@
 // DAG's page with its pause state, pause/unpause and its run parameters
 // (the spec's params, with their types and defaults).
 import { api, serverNow } from "../api.js";
-import { esc, errorBox, fmtTime } from "../util.js";
+import { esc, errorBox, fmtTime, readOnly } from "../util.js";
 import { gridLimit, gridLimits, renderDurations, renderGrid } from "../history.js";
-
-const readOnly = ` disabled title="the viewer role is read-only"`;
 
 // pausedBadge tells the pause state in words and a symbol, not colour alone.
 export function pausedBadge(paused) {

@@ -6,7 +6,7 @@ import { renderGraph } from "../graph.js";
 import { renderGantt } from "../gantt.js";
 import { clearButton, markButtons, wireRerun } from "../rerun.js";
 import { outputsRow, runOutputs } from "../outputs.js";
-import { badge, esc, errorBox, fmtClock, fmtDur, fmtTime, parseDur } from "../util.js";
+import { badge, esc, errorBox, fmtClock, fmtDur, fmtTime, parseDur, readOnly } from "../util.js";
 import { duration } from "./runs.js";
 import { left } from "./atrisk.js";
 
@@ -95,7 +95,7 @@ function head(run) {
 function actions(ctx, run) {
   const el = document.getElementById("run-actions");
   const terminal = ["success", "failed", "cancelled"].includes(run.state);
-  const ro = ctx.session.viewer ? ` disabled title="the viewer role is read-only"` : "";
+  const ro = ctx.session.viewer ? readOnly : "";
   el.innerHTML = `<button class="danger" id="cancel-run"${ro}${terminal && !ro ? " disabled" : ""}>Cancel run</button>
     <button id="trigger-again"${ro}>Trigger again</button> ${clearButton(ctx, run)}`;
   const err = document.getElementById("action-error");
