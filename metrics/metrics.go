@@ -91,12 +91,15 @@ type Metrics struct {
 	// task printed that no log holds.
 	LogLinesDroppedTotal prometheus.Counter
 	// DispatchBacklog is the number of queued TIs past the dispatch-lost
-	// threshold that a live agent could run but has no room for, set by
-	// every dispatch-lost pass; DispatchBacklogOldest is the age in
+	// threshold that a live agent could run but has no room for, or whose
+	// task pool has no free slot, per pool (label pool, "" for none), set
+	// by every dispatch-lost pass; DispatchBacklogOldest is the age in
 	// seconds of the oldest of them (0 when there are none). A backlog is
-	// a gauge, not a decision: nothing is decided about it.
-	DispatchBacklog       prometheus.Gauge
-	DispatchBacklogOldest prometheus.Gauge
+	// a gauge, not a decision: nothing is decided about it. The pool ""
+	// series is always present; a pool's series goes when its backlog
+	// does.
+	DispatchBacklog       *prometheus.GaugeVec     // {pool}
+	DispatchBacklogOldest *prometheus.GaugeVec     // {pool}
 	HTTPRequests          *prometheus.CounterVec   // {route, code}
 	HTTPDuration          *prometheus.HistogramVec // {route}, seconds
 
@@ -216,13 +219,13 @@ func New() *Metrics {
 			Name: "vigil_log_lines_dropped_total",
 			Help: "Log lines agents dropped (buffer full while disconnected), as counted by the gap markers stored.",
 		}),
-		DispatchBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+		DispatchBacklog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "vigil_dispatch_backlog_tasks",
-			Help: "Queued task instances past the dispatch-lost threshold that a live agent could run but has no room for.",
-		}),
-		DispatchBacklogOldest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vigil_dispatch_backlog_oldest_seconds", Help: "Age of the oldest task instance in the dispatch backlog.",
-		}),
+			Help: "Queued task instances past the dispatch-lost threshold that a live agent could run but has no room for, or whose pool has no free slot, per task pool.",
+		}, []string{"pool"}),
+		DispatchBacklogOldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vigil_dispatch_backlog_oldest_seconds", Help: "Age of the oldest task instance in the dispatch backlog, per task pool.",
+		}, []string{"pool"}),
 		MassSilenceBrake: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vigil_mass_silence_brake",
 			Help: "1 while the mass-silence brake holds agent-lost and dispatch-lost reaping, else 0.",
@@ -277,6 +280,9 @@ func New() *Metrics {
 	for _, name := range state.Reapers() {
 		m.ReaperDuration.WithLabelValues(string(name))
 	}
+	// The backlog of no pool exists from the start, 0 until measured.
+	m.DispatchBacklog.WithLabelValues("")
+	m.DispatchBacklogOldest.WithLabelValues("")
 	for _, st := range TaskInstanceStates() {
 		m.TaskInstances.WithLabelValues(st)
 	}

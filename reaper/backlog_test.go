@@ -80,9 +80,9 @@ func TestDispatchBacklogIsAGaugeNotADecisionPerSweep(t *testing.T) {
 		for _, c := range rep.Candidates {
 			assert.NotEqual(t, "dispatch_lost_deferred", c.Decision, "sweep %d lists only what it reaps", sweep)
 		}
-		assert.Equal(t, 4.0, testutil.ToFloat64(e.metrics.DispatchBacklog), "sweep %d", sweep)
+		assert.Equal(t, 4.0, testutil.ToFloat64(e.metrics.DispatchBacklog.WithLabelValues("")), "sweep %d", sweep)
 		assert.InDelta(t, (20*time.Minute - time.Duration(sweep)*time.Second).Seconds(),
-			testutil.ToFloat64(e.metrics.DispatchBacklogOldest), 5, "sweep %d: the oldest backlog TI's age", sweep)
+			testutil.ToFloat64(e.metrics.DispatchBacklogOldest.WithLabelValues("")), 5, "sweep %d: the oldest backlog TI's age", sweep)
 	}
 	assert.Zero(t, e.decisions("dispatch_lost_deferred"), "a backlog is not a decision")
 	assert.Equal(t, 1.0, e.decisions("dispatch_lost"), "the uncoverable TI is reaped once")
@@ -104,4 +104,33 @@ func TestDispatchBacklogIsAGaugeNotADecisionPerSweep(t *testing.T) {
 	}
 	assert.Equal(t, 4, deferred)
 	assert.Zero(t, e.decisions("dispatch_lost_deferred"))
+}
+
+// A TI waiting only for a slot of its task pool (the pool full, its agent
+// with room to spare) is a backlog, never dispatch_lost: it is left
+// queued past the threshold and counted in the backlog gauges under its
+// pool (docs/pools.md).
+func TestPoolWaitIsABacklogNotDispatchLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(state.ReaperDispatchLost)
+	_, err := e.store.SetTaskPool(e.ctx, "db", 1, nil)
+	require.NoError(t, err)
+	e.apply("dag_id: pooled\ntasks:\n  - id: a\n    command: [\"true\"]\n    pool: db\n  - id: b\n    command: [\"true\"]\n    pool: db\n")
+	run := e.trigger("pooled")
+	box := e.register("box", nil, 10)
+	require.Len(t, e.claim(box, 10), 1, "the pool's one slot; the agent keeps 9 free")
+	e.exec(`UPDATE task_instances SET queued_at = now() - interval '20 minutes' WHERE run_id = $1 AND state = 'queued'`, run)
+	now := e.dbNow()
+	e.exec(`UPDATE agents SET last_heartbeat_at = now() WHERE id = $1`, box)
+	for sweep := 0; sweep < 2; sweep++ {
+		e.sweepAt(now.Add(time.Duration(sweep)*time.Second), e.oldTerm())
+	}
+	assert.Zero(t, e.decisions("dispatch_lost"), "waiting for a pool slot is not dispatch_lost")
+	var queued int
+	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT count(*) FROM task_instances WHERE run_id = $1 AND state = 'queued'`, run).Scan(&queued))
+	assert.Equal(t, 1, queued)
+	assert.Equal(t, 1.0, testutil.ToFloat64(e.metrics.DispatchBacklog.WithLabelValues("db")), "counted under its pool")
+	assert.Zero(t, testutil.ToFloat64(e.metrics.DispatchBacklog.WithLabelValues("")), "none without a pool")
+	assert.InDelta(t, (20 * time.Minute).Seconds(), testutil.ToFloat64(e.metrics.DispatchBacklogOldest.WithLabelValues("db")), 5)
 }

@@ -18,9 +18,10 @@ import (
 // agent (heartbeat within the agent-lost threshold) whose tags cover the
 // TI's required tags. Action: fail with dispatch_lost, naming the missing
 // tags; no retry, since nothing could run it. A backlog (matching agents
-// live but busy) is left alone: no decision and no event; its size and
-// age are the gauges vigil_dispatch_backlog_tasks and
-// vigil_dispatch_backlog_oldest_seconds, set once per pass, and a dry run
+// live but busy, or the TI's task pool full) is left alone: no decision
+// and no event; its size and age per pool are the gauges
+// vigil_dispatch_backlog_tasks and vigil_dispatch_backlog_oldest_seconds,
+// set once per pass, and a dry run
 // lists its TIs as dispatch_lost_deferred.
 //
 // "Active" is judged from agent heartbeats, which an outage of the control
@@ -82,20 +83,25 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 	return plan{Candidate: cand, reap: &reap}
 }
 
-// measureBacklog sets the backlog gauges from one read; a failed read
-// leaves them as they were and is logged.
+// measureBacklog sets the backlog gauges, per task pool, from one read; a
+// failed read leaves them as they were and is logged. A TI waiting only
+// for a slot of its pool is covered by an active agent, so it counts here
+// and is never reaped dispatch_lost (docs/pools.md).
 func (r *Reapers) measureBacklog(ctx context.Context, now time.Time, th Thresholds) {
-	n, oldest, err := r.cfg.Store.StaleBacklog(ctx, now, th.DispatchLost, th.AgentLost)
+	pools, err := r.cfg.Store.StaleBacklog(ctx, now, th.DispatchLost, th.AgentLost)
 	if err != nil {
 		r.log.Warn("dispatch backlog gauge not updated", "err", err)
 		return
 	}
-	r.cfg.Metrics.DispatchBacklog.Set(float64(n))
-	age := 0.0
-	if oldest != nil {
-		age = now.Sub(*oldest).Seconds()
+	tasks, oldest := r.cfg.Metrics.DispatchBacklog, r.cfg.Metrics.DispatchBacklogOldest
+	tasks.Reset()
+	oldest.Reset()
+	tasks.WithLabelValues("").Set(0)
+	oldest.WithLabelValues("").Set(0)
+	for _, p := range pools {
+		tasks.WithLabelValues(p.Pool).Set(float64(p.Count))
+		oldest.WithLabelValues(p.Pool).Set(now.Sub(p.Oldest).Seconds())
 	}
-	r.cfg.Metrics.DispatchBacklogOldest.Set(age)
 }
 
 // dispatchBacklogPlans lists up to limit TIs of the covered backlog as

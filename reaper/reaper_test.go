@@ -185,7 +185,7 @@ tasks:
 		assert.NotEqual(t, "dispatch_lost_deferred", c.Decision, "a sweep lists only what it reaps")
 	}
 	assert.Equal(t, state.TIQueued, e.ti(runID, "busy").State, "the TI the busy agent could run later is left alone")
-	assert.Equal(t, 1.0, testutil.ToFloat64(e.metrics.DispatchBacklog), "and measured as the backlog")
+	assert.Equal(t, 1.0, testutil.ToFloat64(e.metrics.DispatchBacklog.WithLabelValues("")), "and measured as the backlog")
 }
 
 func TestDispatchLostNeedsQueuedAtAndAge(t *testing.T) {

@@ -99,17 +99,53 @@ func BenchmarkClaimCompleteBurnDown(b *testing.B) {
 		},
 	}
 	for _, name := range []string{"look_then_claim", "look_and_claim"} {
-		b.Run(name, func(b *testing.B) { burnDown(b, rounds[name]) })
+		b.Run(name, func(b *testing.B) { burnDown(b, seedBurnDown, rounds[name]) })
 	}
 }
 
-func burnDown(b *testing.B, round func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error)) {
+// BenchmarkClaimCompleteBurnDownPooled is BenchmarkClaimCompleteBurnDown's
+// look_and_claim round over the same backlog in one task pool with a slot
+// for every agent slot, the TIs' priority_weight cycling 0..9: the pool
+// and priority path's cost (the pool row's lock, the releases the
+// completions append and the claims fold; docs/pools.md) beside the
+// unpooled figure.
+func BenchmarkClaimCompleteBurnDownPooled(b *testing.B) {
+	burnDown(b, seedBurnDownPooled, func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error) {
+		_, tasks, err := st.LookAndClaim(ctx, agent, burnCapacity)
+		return tasks, err
+	})
+}
+
+// seedBurnDownPooled is seedBurnDown with the no-tag backlog in pool
+// burn (burnAgents × burnCapacity slots) and weights 0..9.
+func seedBurnDownPooled(b *testing.B) (string, []int64) {
+	url, agents := seedBurnDown(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO task_pools (name, slots) VALUES ('burn', %d)`, burnAgents*burnCapacity),
+		`UPDATE task_instances SET pool = 'burn', priority_weight = ordinal % 10 WHERE required_tags = '{}'`,
+		`VACUUM ANALYZE task_instances`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return url, agents
+}
+
+func burnDown(b *testing.B, seed func(*testing.B) (string, []int64),
+	round func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error)) {
 	ctx := context.Background()
 	var claimT, completeT time.Duration
 	claims, completes, done := 0, 0, 0
 	for range b.N {
 		b.StopTimer()
-		url, agents := seedBurnDown(b)
+		url, agents := seed(b)
 		st, err := store.Open(ctx, url)
 		if err != nil {
 			b.Fatal(err)

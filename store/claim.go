@@ -159,6 +159,12 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 // holds one but the agent row, which no other writer holds while it
 // waits on a pool: the claim cannot deadlock (docs/pools.md).
 //
+// claimed_at is the clock when the update runs, after the statement's
+// snapshot, not the transaction's start (now()): a TI's claimed_at is
+// then later than the commit of the completion that freed its slot,
+// whose end_date is at most that commit, so the recorded spans of a
+// pool's TIs show its limit held (e2e TestProPoolOfOneAcrossLeaderKill).
+//
 // It reads the agent (a) and locks the candidates (cand) before any
 // write; the agent row and the TIs are written only when pick holds a
 // TI, so an empty claim is read-only unless a pool looked free. The TIs
@@ -215,7 +221,7 @@ var claimSQL = `
 		upd AS (
 		  UPDATE task_instances t
 		     SET state = ` + moveClaim.To() + `, attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
-		         agent_id = ag.id, claimed_at = now(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
+		         agent_id = ag.id, claimed_at = clock_timestamp(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
 		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
 		    FROM pick, ag WHERE t.id = pick.id AND t.state IN ` + moveClaim.From() + `
 		  RETURNING t.*),

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -231,6 +233,8 @@ type StaleQueued struct {
 	TryNumber    int
 	QueuedAt     time.Time
 	RequiredTags []string
+	// Pool is the TI's task pool, "" for none.
+	Pool         string
 	Covered      bool
 	Missing      []string
 	ActiveAgents int
@@ -260,32 +264,49 @@ func (s *Store) ListStaleQueued(ctx context.Context, now time.Time, threshold, a
 	return out, nil
 }
 
-// StaleBacklog counts the queued TIs with queued_at older than
-// now − threshold that an agent active since now − activeWindow could run
-// (its tags cover theirs): work waiting for busy agents, which the
-// dispatch-lost reaper leaves alone. It returns the count and the oldest
-// queued_at among them (nil when there are none). It walks at most
-// backlogCountCap stale queued TIs, so the count saturates there, and
-// writes nothing.
-func (s *Store) StaleBacklog(ctx context.Context, now time.Time, threshold, activeWindow time.Duration) (int, *time.Time, error) {
-	var n, walked int
-	var oldest *time.Time
+// PoolBacklog is the stale queued TIs of one task pool ("" for the TIs
+// of no pool) that StaleBacklog counted, and the oldest queued_at among
+// them.
+type PoolBacklog struct {
+	Pool   string
+	Count  int
+	Oldest time.Time
+}
+
+// StaleBacklog counts, per task pool, the queued TIs with queued_at older
+// than now − threshold that an agent active since now − activeWindow
+// could run (its tags cover theirs): work waiting for busy agents or for
+// a slot of its pool, which the dispatch-lost reaper leaves alone. It
+// returns the pools with a backlog, by name, each with its oldest
+// queued_at. It walks at most backlogCountCap stale queued TIs, so the
+// counts saturate there, and writes nothing.
+func (s *Store) StaleBacklog(ctx context.Context, now time.Time, threshold, activeWindow time.Duration) ([]PoolBacklog, error) {
+	var walked int
+	byPool := map[string]*PoolBacklog{}
 	err := s.walkStaleQueued(ctx, now, threshold, activeWindow, func(page []StaleQueued) bool {
 		for _, c := range page {
-			if c.Covered {
-				n++
-				if oldest == nil {
-					oldest = &c.QueuedAt
-				}
+			if !c.Covered {
+				continue
 			}
+			b := byPool[c.Pool]
+			if b == nil { // pages come oldest first: the first is the oldest
+				b = &PoolBacklog{Pool: c.Pool, Oldest: c.QueuedAt}
+				byPool[c.Pool] = b
+			}
+			b.Count++
 		}
 		walked += len(page)
 		return walked < backlogCountCap
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("count stale queued backlog: %w", err)
+		return nil, fmt.Errorf("count stale queued backlog: %w", err)
 	}
-	return n, oldest, nil
+	out := make([]PoolBacklog, 0, len(byPool))
+	for _, b := range byPool {
+		out = append(out, *b)
+	}
+	slices.SortFunc(out, func(a, b PoolBacklog) int { return strings.Compare(a.Pool, b.Pool) })
+	return out, nil
 }
 
 // backlogCountCap bounds the stale queued TIs StaleBacklog walks per pass.
@@ -338,7 +359,7 @@ const liveAgentsCTE = `live AS MATERIALIZED (
 
 // queuedColumns selects what collectQueued reads of task_instances t: its
 // coverage by the CTE live (liveAgentsCTE) and its age at $1 (now).
-const queuedColumns = `SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags,
+const queuedColumns = `SELECT t.id, t.run_id, t.task_id, t.try_number, t.queued_at, t.required_tags, t.pool,
 			       EXISTS (SELECT 1 FROM live WHERE t.required_tags <@ live.tags),
 			       coalesce((SELECT array_agg(tag ORDER BY tag) FROM unnest(t.required_tags) tag
 			                  WHERE NOT EXISTS (SELECT 1 FROM live WHERE tag = ANY (live.tags))), '{}'),
@@ -349,7 +370,7 @@ func collectQueued(rows pgx.Rows) ([]StaleQueued, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleQueued, error) {
 		var c StaleQueued
 		var age int64
-		err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.QueuedAt, &c.RequiredTags, &c.Covered,
+		err := r.Scan(&c.TIID, &c.RunID, &c.TaskID, &c.TryNumber, &c.QueuedAt, &c.RequiredTags, &c.Pool, &c.Covered,
 			&c.Missing, &c.ActiveAgents, &age)
 		c.Age = fromMicros(age)
 		return c, err
