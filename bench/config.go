@@ -8,6 +8,7 @@ import (
 	"time"
 
 	vagent "github.com/vigil-sched/vigil/agent"
+	"github.com/vigil-sched/vigil/dag"
 )
 
 // config is what one `make bench` run measures. The defaults are the
@@ -46,8 +47,13 @@ type config struct {
 	RiverJobs int
 	// LogLines is how many lines the log ingest figure's task prints.
 	LogLines int
-	// Only, when "log-ingest", runs that figure alone (no seed, no other
-	// phase, no River): a quick check of the log path.
+	// APIRuns terminal runs holding APITIs TIs in all (spread evenly) are
+	// the year of history `-only api-history` seeds before timing the
+	// API's reads (issue 27).
+	APIRuns, APITIs int
+	// Only runs one phase alone, with no other seed or figure and no
+	// River: "log-ingest" (a quick check of the log path) or
+	// "api-history" (the API's reads at a year of history).
 	Only string
 	// PhaseTimeout bounds every wait for work to finish; a burn-down cut
 	// by it is reported as such, with the rate over what did finish.
@@ -65,6 +71,7 @@ func defaultConfig() config {
 		HeartbeatTIs: 100000, HeartbeatAgents: 100, HeartbeatFor: 10 * time.Second,
 		StaleTIs: 10000, PruneAgents: 500, ChainLen: 50,
 		RiverJobs: 100000, LogLines: 1000000, PhaseTimeout: 4 * time.Minute,
+		APIRuns: 1000000, APITIs: 20000000,
 	}
 }
 
@@ -93,7 +100,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.ChainLen, "chain", c.ChainLen, "tasks in the inter-task latency chain")
 	fs.IntVar(&c.RiverJobs, "river-jobs", c.RiverJobs, "jobs in River's burn-down")
 	fs.IntVar(&c.LogLines, "log-lines", c.LogLines, "lines printed by the log ingest figure's task")
-	fs.StringVar(&c.Only, "only", "", `run one figure alone: "log-ingest"`)
+	fs.IntVar(&c.APIRuns, "api-history-runs", c.APIRuns, "terminal runs seeded by -only api-history, over 365 days")
+	fs.IntVar(&c.APITIs, "api-history-tis", c.APITIs, "TIs of those runs in all, spread evenly over them")
+	fs.StringVar(&c.Only, "only", "", `run one phase alone: "log-ingest" or "api-history"`)
 	fs.DurationVar(&c.PhaseTimeout, "phase-timeout", c.PhaseTimeout, "bound on each wait for work to finish")
 	fs.BoolVar(&c.KeepDir, "keep", false, "keep the work directory (cluster data, logs)")
 	if err := fs.Parse(args); err != nil {
@@ -126,9 +135,10 @@ func (c config) validate() error {
 	atLeast("chain", c.ChainLen, 2)
 	atLeast("river-jobs", c.RiverJobs, 1)
 	atLeast("log-lines", c.LogLines, 1)
-	if c.Only != "" && c.Only != "log-ingest" {
-		errs = append(errs, fmt.Errorf("-only: %q must be empty (every figure) or log-ingest", c.Only))
+	if c.Only != "" && c.Only != "log-ingest" && c.Only != "api-history" {
+		errs = append(errs, fmt.Errorf("-only: %q must be empty (every figure), log-ingest or api-history", c.Only))
 	}
+	errs = append(errs, c.validateAPIHistory()...)
 	if c.LiteAgents < 1 || c.LiteAgents > 64 {
 		errs = append(errs, fmt.Errorf("-lite-agents: %d is outside 1..64 (vigil lite --agents)", c.LiteAgents))
 	}
@@ -157,4 +167,21 @@ func (c config) validate() error {
 		errs = append(errs, errors.New("-repo: must not be empty"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateAPIHistory checks -api-history-runs and -api-history-tis: every
+// history DAG gets a run, every run a TI, and no run more TIs than a DAG
+// may have tasks (dag.MaxTasks).
+func (c config) validateAPIHistory() []error {
+	var errs []error
+	if c.APIRuns < apiDAGs {
+		errs = append(errs, fmt.Errorf("-api-history-runs: %d must be at least %d (one run for each history DAG)", c.APIRuns, apiDAGs))
+	}
+	if c.APITIs < c.APIRuns {
+		errs = append(errs, fmt.Errorf("-api-history-tis: %d is fewer than -api-history-runs %d (every run holds a TI)", c.APITIs, c.APIRuns))
+	} else if c.APIRuns > 0 && apiWidth(c.APIRuns, c.APITIs) > dag.MaxTasks {
+		errs = append(errs, fmt.Errorf("-api-history-tis: %d over %d runs is %d TIs a run, more than a DAG's %d tasks",
+			c.APITIs, c.APIRuns, apiWidth(c.APIRuns, c.APITIs), dag.MaxTasks))
+	}
+	return errs
 }

@@ -16,6 +16,22 @@ func TestParseConfigDefaults(t *testing.T) {
 	// The scale docs/performance.md reports: 1M terminal TIs, 4,000 × 50 live.
 	require.Equal(t, 1000000, c.HistoryRuns*seedWidth)
 	require.Equal(t, 200000, c.LiveRuns*seedWidth)
+	// Issue 27's year of history: 1M runs, 20M TIs, 20 TIs a run.
+	require.Equal(t, 1000000, c.APIRuns)
+	require.Equal(t, 20000000, c.APITIs)
+	require.Equal(t, 20, apiWidth(c.APIRuns, c.APITIs))
+}
+
+func TestParseConfigAPIHistory(t *testing.T) {
+	c, err := parseConfig([]string{"-only", "api-history", "-api-history-runs", "20000", "-api-history-tis", "400001"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "api-history", c.Only)
+	require.Equal(t, 20000, c.APIRuns)
+	require.Equal(t, 400001, c.APITIs)
+	require.Equal(t, 21, apiWidth(c.APIRuns, c.APITIs))
+	// At the limit: every run holds dag.MaxTasks TIs.
+	_, err = parseConfig([]string{"-api-history-runs", "5", "-api-history-tis", "50000"}, io.Discard)
+	require.NoError(t, err)
 }
 
 func TestParseConfigFlags(t *testing.T) {
@@ -39,6 +55,10 @@ func TestParseConfigErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-history-runs", "10"}, []string{"-history-runs: 10 runs hold 500 TIs, fewer than the 5000 that -prune-agents 500 name"}},
 		{[]string{"-chain", "1"}, []string{"-chain: 1 must be at least 2"}},
 		{[]string{"extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"-only", "api"}, []string{`-only: "api" must be empty (every figure), log-ingest or api-history`}},
+		{[]string{"-api-history-runs", "4"}, []string{"-api-history-runs: 4 must be at least 5 (one run for each history DAG)"}},
+		{[]string{"-api-history-runs", "100", "-api-history-tis", "99"}, []string{"-api-history-tis: 99 is fewer than -api-history-runs 100"}},
+		{[]string{"-api-history-runs", "5", "-api-history-tis", "50001"}, []string{"-api-history-tis: 50001 over 5 runs is 10001 TIs a run, more than a DAG's 10000 tasks"}},
 		{[]string{"-steady", "soon"}, []string{`invalid value "soon" for flag -steady`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/vigil-sched/vigil/controlplane"
 	"github.com/vigil-sched/vigil/dag"
+	"github.com/vigil-sched/vigil/store"
 )
 
 func main() {
@@ -85,8 +86,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	if err := e.header(ctx); err != nil {
 		return err
 	}
-	if cfg.Only == "log-ingest" {
+	switch cfg.Only {
+	case "log-ingest":
 		return e.onlyLogIngest(ctx)
+	case "api-history":
+		return e.onlyAPIHistory(ctx)
 	}
 	if err := e.prepare(ctx); err != nil {
 		return err
@@ -155,13 +159,23 @@ func (e *env) prepare(ctx context.Context) error {
 
 // applyDAGs migrates the vigil database and applies the bench's DAGs.
 func (e *env) applyDAGs(ctx context.Context) error {
-	e.progress("migrate and apply DAGs")
-	st, err := controlplane.OpenStore(ctx, controlplane.Database{URL: e.url, Migrate: true})
+	st, err := e.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	for _, src := range []string{seededSpec(), heldSpec(), wideSpec(), chainSpec(e.cfg.ChainLen), logSpec(e.cfg.LogLines)} {
+	return applySpecs(ctx, st, []string{seededSpec(), heldSpec(), wideSpec(), chainSpec(e.cfg.ChainLen), logSpec(e.cfg.LogLines)})
+}
+
+// openStore migrates the vigil database and opens it; the caller closes it.
+func (e *env) openStore(ctx context.Context) (*store.Store, error) {
+	e.progress("migrate and apply DAGs")
+	return controlplane.OpenStore(ctx, controlplane.Database{URL: e.url, Migrate: true})
+}
+
+// applySpecs parses and applies the bench's DAG specs.
+func applySpecs(ctx context.Context, st *store.Store, specs []string) error {
+	for _, src := range specs {
 		spec, err := dag.Parse([]byte(src))
 		if err != nil {
 			return fmt.Errorf("bench DAG: %w", err)
@@ -171,6 +185,18 @@ func (e *env) applyDAGs(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages as
+// /proc/loadavg gives them ("n/a" where it cannot be read): the figures
+// are only comparable on a quiet machine.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return "n/a"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // onlyLogIngest is `-only log-ingest`: the DAGs, then the log ingest
