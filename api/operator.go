@@ -95,7 +95,7 @@ func (s *Server) applyDAG(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	warnings := s.tagWarnings(r, spec)
-	s.log.Info("dag applied", "dag_id", spec.DAGID, "result", result, "tasks", len(spec.Tasks), "warnings", len(warnings))
+	s.log.Info("dag applied", "dag_id", spec.DAGID, "result", result, "tasks", len(spec.Tasks), "warnings", len(warnings), "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, protocol.ApplyDAGResponse{DAGID: spec.DAGID, Result: result, Warnings: warnings})
 }
 
@@ -166,7 +166,7 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("dag pause state set", "dag_id", dagID, "paused", paused, "changed", changed)
+	s.log.Info("dag pause state set", "dag_id", dagID, "paused", paused, "changed", changed, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, protocol.PauseDAGResponse{DAGID: dagID, Paused: paused, Changed: changed})
 }
 
@@ -225,7 +225,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("run triggered", "run_id", run.ID, "dag_id", run.DAGID, "conf_keys", len(run.Conf))
+	s.log.Info("run triggered", "run_id", run.ID, "dag_id", run.DAGID, "conf_keys", len(run.Conf), "actor", actorOf(r))
 	writeJSON(w, http.StatusCreated, toRun(run))
 }
 

@@ -63,7 +63,7 @@ func (s *Server) putThresholds(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	th := ctl.Thresholds()
-	s.log.Info("thresholds changed", "agent_lost", th.AgentLost, "dispatch_lost", th.DispatchLost, "orphan", th.Orphan)
+	s.log.Info("thresholds changed", "agent_lost", th.AgentLost, "dispatch_lost", th.DispatchLost, "orphan", th.Orphan, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, toProtocol(th))
 }
 
@@ -72,6 +72,7 @@ func (s *Server) resetThresholds(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
+	s.log.Info("thresholds reset to the configured values", "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, toProtocol(s.cfg.Control.Thresholds()))
 }
 

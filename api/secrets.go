@@ -104,7 +104,7 @@ func (s *Server) setSecret(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("secret set", "name", name, "version", info.Version, "created", created)
+	s.log.Info("secret set", "name", name, "version", info.Version, "created", created, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, protocol.SetSecretResponse{Secret: toSecret(info), Created: created})
 }
 
@@ -122,7 +122,7 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("secret deleted", "name", name)
+	s.log.Info("secret deleted", "name", name, "actor", actorOf(r))
 	w.WriteHeader(http.StatusNoContent)
 }
 

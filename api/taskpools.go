@@ -65,7 +65,7 @@ func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("pool set", "pool", name, "slots", *req.Slots, "created", created)
+	s.log.Info("pool set", "pool", name, "slots", *req.Slots, "created", created, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, protocol.SetPoolResponse{Pool: toPool(p), Created: created})
 }
 
@@ -80,7 +80,7 @@ func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("pool deleted", "pool", name)
+	s.log.Info("pool deleted", "pool", name, "actor", actorOf(r))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -93,6 +93,6 @@ func (s *Server) deleteDAG(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("dag deleted", "dag_id", dagID)
+	s.log.Info("dag deleted", "dag_id", dagID, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, protocol.DeleteDAGResponse{DAGID: dagID, Deleted: true})
 }

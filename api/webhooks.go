@@ -108,7 +108,7 @@ func (s *Server) setWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("webhook set", "name", name, "format", info.Format, "secret", info.HasSecret, "created", created)
+	s.log.Info("webhook set", "name", name, "format", info.Format, "secret", info.HasSecret, "created", created, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, protocol.SetWebhookResponse{Webhook: toWebhook(info), Created: created})
 }
 
@@ -129,7 +129,7 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.log.Info("webhook deleted", "name", name)
+	s.log.Info("webhook deleted", "name", name, "actor", actorOf(r))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -155,7 +155,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := s.cfg.Notify.Test(r.Context(), hook, rand.Text())
-	s.log.Info("webhook tested", "name", name, "delivered", res.Delivered, "status", res.Status)
+	s.log.Info("webhook tested", "name", name, "delivered", res.Delivered, "status", res.Status, "actor", actorOf(r))
 	writeJSON(w, http.StatusOK, res)
 }
 
