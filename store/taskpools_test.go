@@ -269,3 +269,23 @@ func TestDeleteDAGKeepsItsEndedRuns(t *testing.T) {
 	assert.ErrorIs(t, e.st.DeleteDAG(e.ctx, "d"), store.ErrNotFound)
 
 }
+
+// TestRetentionPrunesTheRunsOfADeletedDAG: a deleted DAG's ended run is
+// pruned by retention like any other, by age.
+func TestRetentionPrunesTheRunsOfADeletedDAG(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	e.apply(poolDAG("gone", "", 1, 0))
+	run := e.trigger("gone")
+	_, err := e.st.CancelRun(e.ctx, run, state.ReasonCancelled, "cancelled by test")
+	require.NoError(t, err)
+	require.NoError(t, e.st.DeleteDAG(e.ctx, "gone"))
+	_, err = e.raw.Exec(e.ctx, `UPDATE runs SET end_date = now() - interval '40 days' WHERE id = $1`, run)
+	require.NoError(t, err)
+	n, err := e.st.PruneRuns(e.ctx, 1, 30*24*time.Hour, 100)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, 0, e.count(`SELECT count(*) FROM runs WHERE id = $1`, run))
+	assert.Equal(t, 0, e.count(`SELECT count(*) FROM task_instances WHERE run_id = $1`, run))
+}
+
