@@ -288,4 +288,3 @@ func TestRetentionPrunesTheRunsOfADeletedDAG(t *testing.T) {
 	assert.Equal(t, 0, e.count(`SELECT count(*) FROM runs WHERE id = $1`, run))
 	assert.Equal(t, 0, e.count(`SELECT count(*) FROM task_instances WHERE run_id = $1`, run))
 }
-
