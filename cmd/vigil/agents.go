@@ -62,13 +62,7 @@ func newAgentsCmd() *cobra.Command {
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					names := make([]string, len(list.Agents))
-					for i, a := range list.Agents {
-						names[i] = a.Name
-					}
-					return names
-				},
+				names: namesOf(list.Agents, func(a protocol.Agent) string { return a.Name }),
 			})
 		},
 	})

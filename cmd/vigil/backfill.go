@@ -50,13 +50,7 @@ max_active_runs, also while it is paused (docs/schedules.md).`,
 						res.DAGID, fmtTime(res.From), fmtTime(res.To), res.Slots, res.Created, res.Existing)
 					return err
 				},
-				names: func() []string {
-					out := make([]string, len(res.RunIDs))
-					for i, id := range res.RunIDs {
-						out[i] = strconv.FormatInt(id, 10)
-					}
-					return out
-				},
+				names: namesOf(res.RunIDs, func(id int64) string { return strconv.FormatInt(id, 10) }),
 			})
 		},
 	}

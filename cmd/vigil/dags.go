@@ -126,13 +126,7 @@ func newDagsListCmd(o *clientOpts) *cobra.Command {
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					ids := make([]string, len(dags))
-					for i, d := range dags {
-						ids[i] = d.DAGID
-					}
-					return ids
-				},
+				names: namesOf(dags, func(d protocol.DAG) string { return d.DAGID }),
 			})
 		},
 	}
@@ -219,13 +213,7 @@ func newDagsNextCmd(o *clientOpts) *cobra.Command {
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					out := make([]string, len(next.Slots))
-					for i, sl := range next.Slots {
-						out[i] = sl.LogicalDate.UTC().Format(time.RFC3339)
-					}
-					return out
-				},
+				names: namesOf(next.Slots, func(sl protocol.ScheduleSlot) string { return sl.LogicalDate.UTC().Format(time.RFC3339) }),
 			})
 		},
 	}

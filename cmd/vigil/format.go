@@ -105,3 +105,15 @@ func validOutput(s string) error {
 	}
 	return usageError("--output: %q must be one of %s", s, strings.Join(outputFormats, ", "))
 }
+
+// namesOf is a view's names: name of each item, in order. Every list
+// command's -o name goes through it.
+func namesOf[T any](items []T, name func(T) string) func() []string {
+	return func() []string {
+		out := make([]string, len(items))
+		for i, it := range items {
+			out[i] = name(it)
+		}
+		return out
+	}
+}

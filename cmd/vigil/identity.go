@@ -91,13 +91,7 @@ client's address and the result. Needs the admin role. A page holds
 			return o.render(cmd.OutOrStdout(), view{
 				api:   page,
 				table: func(w io.Writer, wide bool) error { return printAudit(w, page, wide) },
-				names: func() []string {
-					ids := make([]string, len(page.Records))
-					for i, r := range page.Records {
-						ids[i] = strconv.FormatInt(r.ID, 10)
-					}
-					return ids
-				},
+				names: namesOf(page.Records, func(r protocol.AuditRecord) string { return strconv.FormatInt(r.ID, 10) }),
 			})
 		},
 	}

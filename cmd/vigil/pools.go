@@ -118,39 +118,14 @@ func newPoolsListCmd(o *clientOpts) *cobra.Command {
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					names := make([]string, len(list.Pools))
-					for i, p := range list.Pools {
-						names[i] = p.Name
-					}
-					return names
-				},
+				names: namesOf(list.Pools, func(p protocol.Pool) string { return p.Name }),
 			})
 		},
 	}
 }
 
 func newPoolsDeleteCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a task pool that no DAG names and no unfinished task belongs to",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			if err := checkPoolName(name); err != nil {
-				return err
-			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			if err := c.Do(cmd.Context(), http.MethodDelete, poolPath(name), nil, nil); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pool %s deleted\n", name)
-			return nil
-		},
-	}
+	return named{"pool", checkPoolName, poolPath}.deleteCmd(o, "Delete a task pool that no DAG names and no unfinished task belongs to")
 }
 
 // newDagsDeleteCmd is `vigil dags delete DAG_ID [--yes]`.

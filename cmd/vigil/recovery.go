@@ -39,13 +39,7 @@ func newReapCmd() *cobra.Command {
 		return o.render(cmd.OutOrStdout(), view{
 			api:   rep,
 			table: func(w io.Writer, wide bool) error { return printReapReport(cmd, w, rep, wide) },
-			names: func() []string {
-				names := make([]string, len(rep.Candidates))
-				for i, c := range rep.Candidates {
-					names[i] = candidateName(c)
-				}
-				return names
-			},
+			names: namesOf(rep.Candidates, candidateName),
 		})
 	}
 	return cmd

@@ -332,13 +332,7 @@ func runListView(list protocol.RunList) view {
 			}
 			return tw.Flush()
 		},
-		names: func() []string {
-			ids := make([]string, len(list.Runs))
-			for i, r := range list.Runs {
-				ids[i] = strconv.FormatInt(r.ID, 10)
-			}
-			return ids
-		},
+		names: namesOf(list.Runs, func(r protocol.Run) string { return strconv.FormatInt(r.ID, 10) }),
 	}
 }
 
@@ -507,13 +501,7 @@ from the event after --after (0: the start) to the end.`, protocol.EventsPageMax
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					ids := make([]string, len(events))
-					for i, e := range events {
-						ids[i] = strconv.FormatInt(e.ID, 10)
-					}
-					return ids
-				},
+				names: namesOf(events, func(e protocol.Event) string { return strconv.FormatInt(e.ID, 10) }),
 			})
 		},
 	}

@@ -134,37 +134,12 @@ func newSecretsListCmd(o *clientOpts) *cobra.Command {
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					names := make([]string, len(list.Secrets))
-					for i, s := range list.Secrets {
-						names[i] = s.Name
-					}
-					return names
-				},
+				names: namesOf(list.Secrets, func(s protocol.Secret) string { return s.Name }),
 			})
 		},
 	}
 }
 
 func newSecretsDeleteCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a secret; a task claimed later that names it fails with reason secret_missing",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			if err := checkSecretName(name); err != nil {
-				return err
-			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			if err := c.Do(cmd.Context(), http.MethodDelete, secretPath(name), nil, nil); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "secret %s deleted\n", name)
-			return nil
-		},
-	}
+	return named{"secret", checkSecretName, secretPath}.deleteCmd(o, "Delete a secret; a task claimed later that names it fails with reason secret_missing")
 }

@@ -159,39 +159,14 @@ func newWebhooksListCmd(o *clientOpts) *cobra.Command {
 					}
 					return tw.Flush()
 				},
-				names: func() []string {
-					names := make([]string, len(list.Webhooks))
-					for i, h := range list.Webhooks {
-						names[i] = h.Name
-					}
-					return names
-				},
+				names: namesOf(list.Webhooks, func(h protocol.Webhook) string { return h.Name }),
 			})
 		},
 	}
 }
 
 func newWebhooksDeleteCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a webhook no DAG names; its pending deliveries become dead",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			if err := checkWebhookName(name); err != nil {
-				return err
-			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			if err := c.Do(cmd.Context(), http.MethodDelete, webhookPath(name), nil, nil); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "webhook %s deleted\n", name)
-			return nil
-		},
-	}
+	return named{"webhook", checkWebhookName, webhookPath}.deleteCmd(o, "Delete a webhook no DAG names; its pending deliveries become dead")
 }
 
 func newWebhooksTestCmd(o *clientOpts) *cobra.Command {
@@ -272,13 +247,7 @@ func newNotificationsCmd() *cobra.Command {
 			return o.render(cmd.OutOrStdout(), view{
 				api:   res,
 				table: func(w io.Writer, wide bool) error { return notificationTable(w, res.Notifications, wide) },
-				names: func() []string {
-					ids := make([]string, len(res.Notifications))
-					for i, n := range res.Notifications {
-						ids[i] = n.DeliveryID
-					}
-					return ids
-				},
+				names: namesOf(res.Notifications, func(n protocol.Notification) string { return n.DeliveryID }),
 			})
 		},
 	}

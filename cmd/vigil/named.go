@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/spf13/cobra"
+)
+
+// named is a kind of thing the API keeps by name under one path (a pool,
+// a secret, a webhook): how its commands check a NAME argument before
+// any request and build the thing's API path.
+type named struct {
+	noun  string              // "pool": the word its messages use
+	check func(string) error  // a usageError naming the rule, or nil
+	path  func(string) string // the API path of one, escaped
+}
+
+// deleteCmd is `vigil <nouns> delete NAME`: DELETE on the thing's path,
+// then "<noun> NAME deleted". short says what deleting it does.
+func (n named) deleteCmd(o *clientOpts, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: short,
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := n.check(name); err != nil {
+				return err
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			if err := c.Do(cmd.Context(), http.MethodDelete, n.path(name), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s deleted\n", n.noun, name)
+			return nil
+		},
+	}
+}
