@@ -27,9 +27,10 @@ const (
 	// bigRunTraced TIs of the big run have a claimed, a started and a
 	// success event each: a few thousand events.
 	bigRunTraced = 1000
-	// apiFailedEvery: every apiFailedEvery-th run failed (5%), its last
-	// TI with exit code 1; the others succeeded.
-	apiFailedEvery = 20
+	// apiFailedEvery: every apiFailedEvery-th run failed (about 5%), its
+	// last TI with exit code 1; the others succeeded. Prime to apiDAGs,
+	// so that every DAG has failed runs.
+	apiFailedEvery = 19
 	// apiSeedChunk runs are written per statement, so progress shows and
 	// no statement holds the whole year.
 	apiSeedChunk = 50000

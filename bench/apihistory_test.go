@@ -33,8 +33,8 @@ func TestSeedAPIHistory(t *testing.T) {
 		BigRun: c.BigRun}, c)
 
 	// In end order over the year: runs 1..3 hold 6 TIs, the others 5;
-	// run 20 failed on its last TI; run k is DAG api-(k % 5); every TI
-	// names a task of its DAG.
+	// run 19 (DAG api-4) failed on its last TI; run k is DAG
+	// api-(k % 5); every TI names a task of its DAG.
 	rows, err := conn.Query(ctx, `
 		SELECT r.dag_id, r.state, count(t.id), count(*) FILTER (WHERE t.state = 'failed'),
 		       max(t.ordinal) FILTER (WHERE t.state = 'failed'),
@@ -56,7 +56,7 @@ func TestSeedAPIHistory(t *testing.T) {
 		} else {
 			require.Equal(t, 5, tis, "run %d", k)
 		}
-		if k == 20 {
+		if k == apiFailedEvery {
 			require.Equal(t, "failed", runState)
 			require.Equal(t, 1, failed)
 			require.Equal(t, tis-1, *failedOrdinal)
@@ -80,4 +80,15 @@ func TestSeedAPIHistory(t *testing.T) {
 		       (SELECT count(*) FROM events WHERE run_id = $1)`, c.BigRun, apiBigDAG).Scan(&bigTIs, &bigEvents))
 	require.Equal(t, bigRunWidth, bigTIs)
 	require.Equal(t, 3*bigRunTraced+1, bigEvents)
+}
+
+// TestAPIFailedRunsInEveryDAG: the failed runs (k % apiFailedEvery = 0)
+// fall in every history DAG (k % apiDAGs), so the read filtered by DAG
+// and state=failed returns a page, not an empty one.
+func TestAPIFailedRunsInEveryDAG(t *testing.T) {
+	seen := map[int]bool{}
+	for k := apiFailedEvery; k <= apiDAGs*apiFailedEvery; k += apiFailedEvery {
+		seen[k%apiDAGs] = true
+	}
+	require.Len(t, seen, apiDAGs)
 }
