@@ -36,7 +36,8 @@ const (
 	// deadline forced kills.
 	finalFlushTimeout = 5 * time.Second
 	// pipeWaitDelay bounds the wait for output pipes after a task's leader
-	// exited, when a descendant still holds them open.
+	// exited, when a descendant still holds them open; time spent waiting
+	// for the control plane to take lines does not count (outPipe.drain).
 	pipeWaitDelay = 5 * time.Second
 )
 

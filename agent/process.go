@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -24,7 +23,7 @@ import (
 // caller closes it once the process has started, and reads statusR with
 // supervisor.ReadStatus. With a task user u the supervisor starts the
 // task as u in dir.
-func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir, output string, stdout, stderr io.Writer) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
+func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir, output string, stdout, stderr *os.File) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
 	statusR, statusW, err = os.Pipe()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("status pipe for the task supervisor: %w", err)
@@ -39,9 +38,9 @@ func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir, output string,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), userEnv, t, output)
 	cmd.ExtraFiles = []*os.File{statusW}
+	// The agent's own pipes (outPipe), so Wait returns when the process
+	// exits and the agent bounds the drain by idle time itself.
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// A descendant that keeps the pipes open must not hang Wait.
-	cmd.WaitDelay = a.pipeWait
 	return cmd, statusR, statusW, nil
 }
 

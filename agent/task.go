@@ -142,12 +142,20 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 		return a.startFailed(ctx, att, err)
 	}
 	defer removeOutputFile(output, att.log)
-	cmd, statusR, statusW, err := a.command(att.task, u, dir, output, stdout, stderr)
+	outP, errP, err := newOutPipes()
 	if err != nil {
+		return a.startFailed(ctx, att, fmt.Errorf("output pipes: %w", err))
+	}
+	cmd, statusR, statusW, err := a.command(att.task, u, dir, output, outP.w, errP.w)
+	if err != nil {
+		outP.abandon()
+		errP.abandon()
 		return a.startFailed(ctx, att, err)
 	}
 	if !att.mayStart() {
 		_, _ = statusR.Close(), statusW.Close()
+		outP.abandon()
+		errP.abandon()
 		return result{suppress: true, why: "stopped before the process started"}
 	}
 	start := time.Now()
@@ -155,7 +163,23 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	_ = statusW.Close() // the supervisor holds the only write end now
 	if err != nil {
 		_ = statusR.Close()
+		outP.abandon()
+		errP.abandon()
 		return a.startFailed(ctx, att, fmt.Errorf("task supervisor %s: %w", a.cfg.SupervisorPath, err))
+	}
+	outP.started(stdout)
+	errP.started(stderr)
+	// drained reads the rest of both streams once the process has exited
+	// (bounded by idle time: outPipe.drain) and reports whether all of it
+	// was read.
+	drained := func() bool {
+		errDone := make(chan bool, 1)
+		go func() { errDone <- errP.drain(a.pipeWait) }() // both within one bound
+		okOut := outP.drain(a.pipeWait)
+		okErr := <-errDone
+		stdout.Flush()
+		stderr.Flush()
+		return okOut && okErr
 	}
 	status := supervisor.ReadStatus(statusR)
 	first, ok := <-status
@@ -163,8 +187,7 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 		waitErr := cmd.Wait()
 		for range status {
 		}
-		stdout.Flush()
-		stderr.Flush()
+		drained()
 		if ok && first.Kind == supervisor.KindStartFailed {
 			return a.startFailed(ctx, att, errors.New(first.Text))
 		}
@@ -195,8 +218,9 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 			}
 		}
 	}
-	stdout.Flush()
-	stderr.Flush()
+	if !drained() {
+		waitErr = errOutputHeld
+	}
 	a.endGroup(att, pgid)
 	<-hbDone // the start is reported before the completion
 	res := a.outcome(att, waitErr, end)
@@ -287,7 +311,7 @@ func (a *Agent) outcome(att *attempt, waitErr error, end *syscall.WaitStatus) re
 	cause, stopped, reason := att.cause, att.stopped, att.stopReason
 	att.mu.Unlock()
 	req := protocol.CompleteRequest{Attempt: att.task.Attempt, Outcome: state.OutcomeFailed}
-	if errors.Is(waitErr, exec.ErrWaitDelay) {
+	if errors.Is(waitErr, errOutputHeld) {
 		att.log.Warn("process exited but a descendant still holds its output open; stopped reading")
 		a.systemLine(att, "--- process exited; a descendant still holds stdout/stderr open, output after this point is not captured ---")
 		waitErr = nil
