@@ -164,6 +164,9 @@ func (s *Store) LookAndClaim(ctx context.Context, agentID int64, slots int) (Cla
 // then later than the commit of the completion that freed its slot,
 // whose end_date is at most that commit, so the recorded spans of a
 // pool's TIs show its limit held (e2e TestProPoolOfOneAcrossLeaderKill).
+// The claim is the TI's first heartbeat, so last_heartbeat_at takes the
+// same reading (one uncorrelated subquery: an InitPlan, evaluated when the
+// first claimed row is written, after the locks).
 //
 // It reads the agent (a) and locks the candidates (cand) before any
 // write; the agent row and the TIs are written only when pick holds a
@@ -221,7 +224,8 @@ var claimSQL = `
 		upd AS (
 		  UPDATE task_instances t
 		     SET state = ` + moveClaim.To() + `, attempt_id = gen_random_uuid(), try_number = t.try_number + 1,
-		         agent_id = ag.id, claimed_at = clock_timestamp(), last_heartbeat_at = now(), started_at = NULL, timeout_at = NULL,
+		         agent_id = ag.id, (claimed_at, last_heartbeat_at) = (SELECT c, c FROM (SELECT clock_timestamp() AS c) ts),
+		         started_at = NULL, timeout_at = NULL,
 		         reason = NULL, message = NULL, exit_code = NULL, end_date = NULL, updated_at = now()
 		    FROM pick, ag WHERE t.id = pick.id AND t.state IN ` + moveClaim.From() + `
 		  RETURNING t.*),
