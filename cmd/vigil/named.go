@@ -40,3 +40,25 @@ func (n named) deleteCmd(o *clientOpts, short string) *cobra.Command {
 		},
 	}
 }
+
+// listCmd is `vigil <nouns> list`: GET path into an L, then render the
+// view show makes of it. show also turns a missing list into an empty
+// one, so that -o json prints [] rather than null.
+func listCmd[L any](o *clientOpts, short, path string, show func(*L) view) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			var list L
+			if err := c.Do(cmd.Context(), http.MethodGet, path, nil, &list); err != nil {
+				return err
+			}
+			return o.render(cmd.OutOrStdout(), show(&list))
+		},
+	}
+}

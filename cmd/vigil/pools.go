@@ -92,36 +92,23 @@ func queuedText(p protocol.Pool) string {
 }
 
 func newPoolsListCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List the task pools: slots, running and queued tasks",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			var list protocol.PoolList
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/pools", nil, &list); err != nil {
-				return err
-			}
-			if list.Pools == nil {
-				list.Pools = []protocol.Pool{}
-			}
-			return o.render(cmd.OutOrStdout(), view{
-				api: list,
-				table: func(w io.Writer, _ bool) error {
-					tw := newTable(w)
-					tableRow(tw, "NAME", "SLOTS", "RUNNING", "QUEUED", "DESCRIPTION")
-					for _, p := range list.Pools {
-						tableRow(tw, p.Name, fmt.Sprint(p.Slots), fmt.Sprint(p.Running), queuedText(p), p.Description)
-					}
-					return tw.Flush()
-				},
-				names: namesOf(list.Pools, func(p protocol.Pool) string { return p.Name }),
-			})
-		},
-	}
+	return listCmd(o, "List the task pools: slots, running and queued tasks", "/v1/pools", func(list *protocol.PoolList) view {
+		if list.Pools == nil {
+			list.Pools = []protocol.Pool{}
+		}
+		return view{
+			api: list,
+			table: func(w io.Writer, _ bool) error {
+				tw := newTable(w)
+				tableRow(tw, "NAME", "SLOTS", "RUNNING", "QUEUED", "DESCRIPTION")
+				for _, p := range list.Pools {
+					tableRow(tw, p.Name, fmt.Sprint(p.Slots), fmt.Sprint(p.Running), queuedText(p), p.Description)
+				}
+				return tw.Flush()
+			},
+			names: namesOf(list.Pools, func(p protocol.Pool) string { return p.Name }),
+		}
+	})
 }
 
 func newPoolsDeleteCmd(o *clientOpts) *cobra.Command {

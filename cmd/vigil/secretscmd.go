@@ -108,36 +108,23 @@ func readSecretValue(stdin io.Reader, path string) (string, error) {
 }
 
 func newSecretsListCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List the secrets: names, versions and times, never values",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			var list protocol.SecretList
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/secrets", nil, &list); err != nil {
-				return err
-			}
-			if list.Secrets == nil {
-				list.Secrets = []protocol.Secret{}
-			}
-			return o.render(cmd.OutOrStdout(), view{
-				api: list,
-				table: func(w io.Writer, _ bool) error {
-					tw := newTable(w)
-					tableRow(tw, "NAME", "VERSION", "CREATED", "UPDATED")
-					for _, s := range list.Secrets {
-						tableRow(tw, s.Name, fmt.Sprint(s.Version), fmtTime(s.CreatedAt), fmtTime(s.UpdatedAt))
-					}
-					return tw.Flush()
-				},
-				names: namesOf(list.Secrets, func(s protocol.Secret) string { return s.Name }),
-			})
-		},
-	}
+	return listCmd(o, "List the secrets: names, versions and times, never values", "/v1/secrets", func(list *protocol.SecretList) view {
+		if list.Secrets == nil {
+			list.Secrets = []protocol.Secret{}
+		}
+		return view{
+			api: list,
+			table: func(w io.Writer, _ bool) error {
+				tw := newTable(w)
+				tableRow(tw, "NAME", "VERSION", "CREATED", "UPDATED")
+				for _, s := range list.Secrets {
+					tableRow(tw, s.Name, fmt.Sprint(s.Version), fmtTime(s.CreatedAt), fmtTime(s.UpdatedAt))
+				}
+				return tw.Flush()
+			},
+			names: namesOf(list.Secrets, func(s protocol.Secret) string { return s.Name }),
+		}
+	})
 }
 
 func newSecretsDeleteCmd(o *clientOpts) *cobra.Command {

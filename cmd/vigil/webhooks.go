@@ -133,36 +133,23 @@ func newWebhooksSetCmd(o *clientOpts) *cobra.Command {
 }
 
 func newWebhooksListCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List the webhooks, never their secrets",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			var list protocol.WebhookList
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/webhooks", nil, &list); err != nil {
-				return err
-			}
-			if list.Webhooks == nil {
-				list.Webhooks = []protocol.Webhook{}
-			}
-			return o.render(cmd.OutOrStdout(), view{
-				api: list,
-				table: func(w io.Writer, _ bool) error {
-					tw := newTable(w)
-					tableRow(tw, "NAME", "FORMAT", "SIGNED", "URL", "UPDATED")
-					for _, h := range list.Webhooks {
-						tableRow(tw, h.Name, string(h.Format), strconv.FormatBool(h.HasSecret), h.URL, fmtTime(h.UpdatedAt))
-					}
-					return tw.Flush()
-				},
-				names: namesOf(list.Webhooks, func(h protocol.Webhook) string { return h.Name }),
-			})
-		},
-	}
+	return listCmd(o, "List the webhooks, never their secrets", "/v1/webhooks", func(list *protocol.WebhookList) view {
+		if list.Webhooks == nil {
+			list.Webhooks = []protocol.Webhook{}
+		}
+		return view{
+			api: list,
+			table: func(w io.Writer, _ bool) error {
+				tw := newTable(w)
+				tableRow(tw, "NAME", "FORMAT", "SIGNED", "URL", "UPDATED")
+				for _, h := range list.Webhooks {
+					tableRow(tw, h.Name, string(h.Format), strconv.FormatBool(h.HasSecret), h.URL, fmtTime(h.UpdatedAt))
+				}
+				return tw.Flush()
+			},
+			names: namesOf(list.Webhooks, func(h protocol.Webhook) string { return h.Name }),
+		}
+	})
 }
 
 func newWebhooksDeleteCmd(o *clientOpts) *cobra.Command {
