@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,11 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 	hold := make(chan struct{})
 	f.holdBatch = hold
 	srv := f.serve()
+	var release sync.Once
+	// Before the server's own cleanup (LIFO): a test that fails while the
+	// batch is held must not leave its handler, and so the server's Close,
+	// waiting forever.
+	t.Cleanup(func() { release.Do(func() { close(hold) }) })
 	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.Capacity = 3 })
 	gate := filepath.Join(t.TempDir(), "gate")
 	first := f.enqueue(0, nil, "true")
@@ -42,15 +48,15 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return len(a.reporting) == 1 && len(a.attempts) == 2
-	}, 5*time.Second, 5*time.Millisecond, "the first task ended and its completion is in flight")
+	}, 30*time.Second, 5*time.Millisecond, "the first task ended and its completion is in flight")
 	require.NoError(t, os.WriteFile(gate, nil, 0o644))
-	require.Eventually(t, queued(2), 5*time.Second, 5*time.Millisecond, "both waiters' completions queue behind the held batch")
+	require.Eventually(t, queued(2), 30*time.Second, 5*time.Millisecond, "both waiters' completions queue behind the held batch")
 	a.mu.Lock()
 	assert.Equal(t, 0, a.cfg.Capacity-len(a.attempts)-len(a.reporting), "no slot is free before the server answers")
 	a.mu.Unlock()
-	close(hold)
+	release.Do(func() { close(hold) })
 	for _, task := range append(waiters, first) {
-		c := f.waitCompletion(task.AttemptID, 5*time.Second)
+		c := f.waitCompletion(task.AttemptID, 30*time.Second)
 		assert.Equal(t, state.OutcomeSuccess, c.Outcome)
 	}
 	f.mu.Lock()
