@@ -19,9 +19,18 @@ import (
 func (c *cluster) inject(ctx context.Context, plan []Fault, begin time.Time, logf func(string, ...any)) {
 	runLanes(ctx, plan, begin, c.cfg.Timing, wallClock{}, c.apply, func(run laneRun) {
 		f, rec := run.Fault, run.Rec
-		if run.Err != nil {
+		if run.Err != nil && rec.Start.IsZero() {
 			logf("fault %d %s: %v", f.Seq, f.Kind, run.Err)
 			return
+		}
+		if run.Err != nil {
+			// Injected, then its revert failed (a restart that did not come
+			// up): the history must still hold the fault, or the checker
+			// would judge its effects as if nothing had happened.
+			logf("fault %d %s: injected, then: %v", f.Seq, f.Kind, run.Err)
+			if rec.End.IsZero() {
+				rec.End = run.Done
+			}
 		}
 		c.rec.fault(rec)
 		logf("fault %3d %-27s %-8s %s..%s lag %s %s", f.Seq, rec.Kind, rec.Target, rec.Start.Format("15:04:05.000"),
@@ -230,8 +239,15 @@ func (c *cluster) directURL() string {
 }
 
 // leaderWait bounds how long a leader fault waits for a leader (one may
-// be in the middle of a failover, or PostgreSQL restarting).
-const leaderWait = 30 * time.Second
+// be in the middle of a failover, or PostgreSQL restarting). It is long
+// because the etcd lane runs its faults independently: a lane that is
+// behind plan restarts etcd with only its settle time (ElectionTTL + 1 s)
+// between two restarts, and no replica can be elected in such a gap, so
+// a leader can be missing for several etcd faults in a row (a short run
+// once waited 30 s through three of them and dropped its leader_kill).
+// The wait delays the control lane; it never drops a fault a healthy
+// cluster would have had a target for.
+const leaderWait = 2 * time.Minute
 
 // awaitLeader waits up to d for exactly one replica to lead.
 func (c *cluster) awaitLeader(ctx context.Context, d time.Duration) *replica {

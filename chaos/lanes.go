@@ -36,7 +36,8 @@ type applyFunc func(ctx context.Context, f Fault) (FaultRecord, error)
 
 // laneRun is what a lane did with one fault: when it was due on paper
 // (the phase's begin plus its planned offset), when apply was called and
-// returned, and apply's result. Rec.Lag is set when apply succeeded.
+// returned, and apply's result. Rec.Lag is set when the fault was
+// injected (Rec.Start set), whether or not apply then failed.
 type laneRun struct {
 	Fault   Fault
 	Planned time.Time
@@ -64,7 +65,7 @@ func runLane(ctx context.Context, faults []Fault, begin time.Time, t Timing, clk
 		run.Begun = clk.Now()
 		run.Rec, run.Err = apply(ctx, f)
 		run.Done = clk.Now()
-		if run.Err == nil {
+		if !run.Rec.Start.IsZero() { // injected, even when its revert failed
 			run.Rec.Lag = run.Rec.Start.Sub(run.Planned)
 		}
 		free = run.Done.Add(settle(f.Kind, t))

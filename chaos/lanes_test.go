@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +128,29 @@ func TestLanesRunApartAndTogether(t *testing.T) {
 		want[f.lane()] = append(want[f.lane()], f.Seq)
 	}
 	assert.Equal(t, want, order, "each lane keeps plan order")
+}
+
+// TestAFaultWhoseRevertFailedStillHasItsLag: a leader_kill that killed
+// its target and then could not restart it was injected, so it carries
+// its lag into the history like any other; one that found no target was
+// not, and carries none.
+func TestAFaultWhoseRevertFailedStillHasItsLag(t *testing.T) {
+	plan := []Fault{{Seq: 1, Kind: LeaderKill, At: 0, Hold: time.Second}, {Seq: 2, Kind: LeaderKill, At: time.Minute, Hold: time.Second}}
+	clk := &steppedClock{now: t0}
+	apply := func(_ context.Context, f Fault) (FaultRecord, error) {
+		if f.Seq == 2 {
+			return FaultRecord{Kind: f.Kind}, errors.New("no leader to target")
+		}
+		clk.advance(3 * time.Second)
+		rec := FaultRecord{Kind: f.Kind, Target: "r1", Start: clk.Now()}
+		clk.advance(f.Hold)
+		rec.End = clk.Now()
+		return rec, errors.New("restart r1: exited at once")
+	}
+	var runs []laneRun
+	runLane(context.Background(), plan, t0, DefaultTiming, clk, apply, func(r laneRun) { runs = append(runs, r) })
+	require.Len(t, runs, 2)
+	assert.Equal(t, 3*time.Second, runs[0].Rec.Lag, "injected 3 s late, then its restart failed")
+	assert.Zero(t, runs[1].Rec.Lag, "never injected")
+	assert.True(t, runs[1].Rec.Start.IsZero())
 }
