@@ -52,8 +52,9 @@ type config struct {
 	// API's reads (issue 27).
 	APIRuns, APITIs int
 	// Only runs one phase alone, with no other seed or figure and no
-	// River: "log-ingest" (a quick check of the log path) or
-	// "api-history" (the API's reads at a year of history).
+	// River: "log-ingest" (a quick check of the log path),
+	// "api-history" (the API's reads at a year of history) or "lite" (the
+	// process-start rate and the Lite figures).
 	Only string
 	// PhaseTimeout bounds every wait for work to finish; a burn-down cut
 	// by it is reported as such, with the rate over what did finish.
@@ -102,7 +103,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.LogLines, "log-lines", c.LogLines, "lines printed by the log ingest figure's task")
 	fs.IntVar(&c.APIRuns, "api-history-runs", c.APIRuns, "terminal runs seeded by -only api-history, over 365 days")
 	fs.IntVar(&c.APITIs, "api-history-tis", c.APITIs, "TIs of those runs in all, spread evenly over them")
-	fs.StringVar(&c.Only, "only", "", `run one phase alone: "log-ingest" or "api-history"`)
+	fs.StringVar(&c.Only, "only", "", `run one phase alone: "log-ingest", "api-history" or "lite"`)
 	fs.DurationVar(&c.PhaseTimeout, "phase-timeout", c.PhaseTimeout, "bound on each wait for work to finish")
 	fs.BoolVar(&c.KeepDir, "keep", false, "keep the work directory (cluster data, logs)")
 	if err := fs.Parse(args); err != nil {
@@ -135,8 +136,8 @@ func (c config) validate() error {
 	atLeast("chain", c.ChainLen, 2)
 	atLeast("river-jobs", c.RiverJobs, 1)
 	atLeast("log-lines", c.LogLines, 1)
-	if c.Only != "" && c.Only != "log-ingest" && c.Only != "api-history" {
-		errs = append(errs, fmt.Errorf("-only: %q must be empty (every figure), log-ingest or api-history", c.Only))
+	if c.Only != "" && c.Only != "log-ingest" && c.Only != "api-history" && c.Only != "lite" {
+		errs = append(errs, fmt.Errorf("-only: %q must be empty (every figure), log-ingest, api-history or lite", c.Only))
 	}
 	errs = append(errs, c.validateAPIHistory()...)
 	if c.LiteAgents < 1 || c.LiteAgents > 64 {

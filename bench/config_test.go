@@ -55,7 +55,7 @@ func TestParseConfigErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-history-runs", "10"}, []string{"-history-runs: 10 runs hold 500 TIs, fewer than the 5000 that -prune-agents 500 name"}},
 		{[]string{"-chain", "1"}, []string{"-chain: 1 must be at least 2"}},
 		{[]string{"extra"}, []string{`unexpected argument "extra"`}},
-		{[]string{"-only", "api"}, []string{`-only: "api" must be empty (every figure), log-ingest or api-history`}},
+		{[]string{"-only", "api"}, []string{`-only: "api" must be empty (every figure), log-ingest, api-history or lite`}},
 		{[]string{"-api-history-runs", "4"}, []string{"-api-history-runs: 4 must be at least 5 (one run for each history DAG)"}},
 		{[]string{"-api-history-runs", "100", "-api-history-tis", "99"}, []string{"-api-history-tis: 99 is fewer than -api-history-runs 100"}},
 		{[]string{"-api-history-runs", "5", "-api-history-tis", "50001"}, []string{"-api-history-tis: 50001 over 5 runs is 10001 TIs a run, more than a DAG's 10000 tasks"}},

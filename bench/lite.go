@@ -29,6 +29,9 @@ const litePoll = time.Second
 // (untaken) before it started, and a steady window. queued are those
 // runs.
 func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
+	if err := e.liteStartRate(ctx); err != nil {
+		return err
+	}
 	e.progress("lite burn-down", "runs", len(queued))
 	// The seeded agents stop heartbeating with the first vigil; the 2 h
 	// agent-lost threshold (the maximum) keeps this term's reapers in
@@ -49,6 +52,7 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 	if err := e.reportBurnDown(ctx, conn, "lite_burn", label, queued, want); err != nil {
 		return err
 	}
+	e.out.ratio("ratio Vigil lite burn-down/process starts", "lite_burn", "start_rate")
 	if err := e.unfinished(ctx, conn, "lite burn-down", queued); err != nil {
 		return err
 	}

@@ -91,6 +91,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 		return e.onlyLogIngest(ctx)
 	case "api-history":
 		return e.onlyAPIHistory(ctx)
+	case "lite":
+		return e.onlyLite(ctx)
 	}
 	if err := e.prepare(ctx); err != nil {
 		return err
@@ -211,6 +213,35 @@ func (e *env) onlyLogIngest(ctx context.Context) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return e.logIngest(ctx, conn)
+}
+
+// onlyLite is `-only lite`: the DAGs, the Lite burn-down's runs queued
+// through a vigil process with no agents, then the Lite figures (the
+// process-start rate, the burn-down and its ratio to it, the stages, the
+// steady window), without the seed or any other phase.
+func (e *env) onlyLite(ctx context.Context) error {
+	if err := e.applyDAGs(ctx); err != nil {
+		return err
+	}
+	conn, err := e.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	v, err := e.startVigil(ctx, "vigil-queue", "--agents", "0")
+	if err != nil {
+		return err
+	}
+	queued, err := trigger(ctx, v, wideDAG, runsFor(e.cfg.LiteBurnDown, wideWidth))
+	if err == nil {
+		err = v.stop(30 * time.Second)
+	}
+	if err != nil {
+		_ = v.stop(30 * time.Second)
+		return err
+	}
+	fmt.Fprintf(e.out.w, "# queued %d TIs for Lite; load average %s\n", len(queued)*wideWidth, loadAverage())
+	return e.lite(ctx, conn, queued)
 }
 
 // syntheticAgentLost is the agent-lost threshold of the vigil process the
