@@ -166,8 +166,9 @@ func toLateOutcome(l *store.LateOutcome) *protocol.LateOutcome {
 		Time: l.Time, Accepted: l.Accepted, Message: l.Message}
 }
 
-func toRunDetail(d store.RunDetail) protocol.RunDetail {
-	return protocol.RunDetail{Run: toRun(d.Run), TaskInstances: convertSlice(d.TaskInstances, toTaskInstance)}
+func toRunDetail(p store.RunPage) protocol.RunDetail {
+	return protocol.RunDetail{Run: toRun(p.Run), TaskInstances: convertSlice(p.TaskInstances, toTaskInstance),
+		NextCursor: p.NextCursor}
 }
 
 func toEventList(p store.EventPage) protocol.EventList {

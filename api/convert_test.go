@@ -90,7 +90,7 @@ func TestConversionsCarryEveryField(t *testing.T) {
 	assertFilled(t, reflect.ValueOf(toLogList(filled[store.LogPage]())))
 	assertFilled(t, reflect.ValueOf(toLogList(filled[store.LogPage]()).Lines[0]))
 	assertFilled(t, reflect.ValueOf(toDAGs(filled[[]store.DAGSummary]())[0]), "Spec") // GET /v1/dags lists no specs
-	detail := toRunDetail(filled[store.RunDetail]())
+	detail := toRunDetail(filled[store.RunPage]())
 	assertFilled(t, reflect.ValueOf(detail))
 	assertFilled(t, reflect.ValueOf(detail.TaskInstances[0]))
 	page := toEventList(filled[store.EventPage]())
@@ -115,7 +115,7 @@ func TestRunDetailJSON(t *testing.T) {
 			{ID: 2, RunID: 9, TaskID: "b", State: state.TIUpstreamFailed, MaxTries: 1},
 		},
 	}
-	got, err := json.Marshal(toRunDetail(d))
+	got, err := json.Marshal(toRunDetail(store.RunPage{RunDetail: d}))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":9,"dag_id":"d","state":"failed","reason":"exit_code","message":"task a failed",
 		"queued_at":"2026-01-02T03:04:05Z","start_date":"2026-01-02T03:04:05Z","end_date":"2026-01-02T03:04:05Z",
@@ -125,7 +125,8 @@ func TestRunDetailJSON(t *testing.T) {
 		  "max_tries":1,"dispatch_attempts":0,"attempt_id":"u","agent_id":3,"exit_code":1,
 		  "end_date":"2026-01-02T03:04:05Z"},
 		 {"id":2,"run_id":9,"task_id":"b","state":"upstream_failed","try_number":0,"max_tries":1,
-		  "dispatch_attempts":0}]}`, string(got))
+		  "dispatch_attempts":0}],
+		"next_cursor":null}`, string(got))
 
 	// A freshly triggered run has no counts: the field is left out.
 	got, err = json.Marshal(toRun(store.Run{ID: 1, DAGID: "d", State: state.RunQueued, QueuedAt: at}))
@@ -145,8 +146,8 @@ func TestConversionsKeepNilAndEmpty(t *testing.T) {
 	assert.Nil(t, toEventList(store.EventPage{}).Events)
 	assert.Nil(t, toStopOrders(nil))
 	assert.NotNil(t, toStopOrders([]store.StopOrder{}))
-	assert.Nil(t, toRunDetail(store.RunDetail{}).TaskInstances)
-	assert.NotNil(t, toRunDetail(store.RunDetail{TaskInstances: []store.TaskInstance{}}).TaskInstances)
+	assert.Nil(t, toRunDetail(store.RunPage{}).TaskInstances)
+	assert.NotNil(t, toRunDetail(store.RunPage{RunDetail: store.RunDetail{TaskInstances: []store.TaskInstance{}}}).TaskInstances)
 	assert.Nil(t, toRun(store.Run{}).TaskCounts)
 	assert.Nil(t, fromRegister(protocol.RegisterRequest{}).InFlight)
 }

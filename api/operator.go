@@ -258,17 +258,28 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.RunList{Runs: runs})
 }
 
+// getRun serves a run with one page of its TIs: ?after=N (the place in
+// the DAG, from 0, of the last task already read; absent: from the start)
+// and ?limit=M (1..protocol.TIsPageMax, default protocol.TIsPageDefault).
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "run_id")
 	if !ok {
 		return
 	}
-	run, err := s.cfg.Store.GetRun(r.Context(), id)
+	after, ok := queryOrdinal(w, r, "after")
+	if !ok {
+		return
+	}
+	limit, ok := queryLimit(w, r, "limit", protocol.TIsPageDefault, protocol.TIsPageMax)
+	if !ok {
+		return
+	}
+	page, err := s.cfg.Store.GetRunPage(r.Context(), id, after, limit)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	detail := toRunDetail(run)
+	detail := toRunDetail(page)
 	s.explainQueued(r, &detail)
 	writeJSON(w, http.StatusOK, detail)
 }
@@ -404,6 +415,17 @@ func queryInt(w http.ResponseWriter, r *http.Request, name string, maxN int64) (
 		return 0, false
 	}
 	return n, true
+}
+
+// queryOrdinal reads an optional cursor that is a task's place in its DAG
+// (0..MaxInt32), -1 when absent (from the start), writing a 400 naming it
+// when it is not one.
+func queryOrdinal(w http.ResponseWriter, r *http.Request, name string) (int, bool) {
+	if r.URL.Query().Get(name) == "" {
+		return -1, true
+	}
+	n, ok := queryInt(w, r, name, math.MaxInt32)
+	return int(n), ok
 }
 
 // queryLimit reads an optional page-size query parameter in 1..maxN (def

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 
 	"github.com/vigil-sched/vigil/api/protocol"
@@ -105,13 +104,9 @@ func (s *Server) runOutputs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after := -1
-	if r.URL.Query().Get("after") != "" {
-		n, ok := queryInt(w, r, "after", math.MaxInt32)
-		if !ok {
-			return
-		}
-		after = int(n)
+	after, ok := queryOrdinal(w, r, "after")
+	if !ok {
+		return
 	}
 	page, more, err := s.cfg.Store.RunOutputs(r.Context(), id, r.URL.Query().Get("task_id"), after)
 	if err != nil {

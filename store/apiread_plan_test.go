@@ -36,6 +36,7 @@ func TestAPIReadsDoNotGrowWithHistory(t *testing.T) {
 		width  = 1000 // TIs of the wide run
 		events = 2000 // events of the wide run
 		evPage = 100  // events page
+		tiPage = 100  // a page of the wide run's TIs
 	)
 	// Old work first: a page of runs of the rare DAG r, failed runs of g
 	// and o, then one wide run of g with its TIs and events. Every later
@@ -100,6 +101,11 @@ func TestAPIReadsDoNotGrowWithHistory(t *testing.T) {
 		{"runs list --state failed", store.ListRunsSQLForTest(true, false), list("failed", ""), true, listBound(2*failed, 0)},
 		{"runs list --dag --state failed", store.ListRunsSQLForTest(true, true), list("failed", "g"), true, listBound(failed, 0)},
 		{"runs show (the wide run's TIs)", store.RunTIsSQLForTest, fmt.Sprintf("(%d)", wide), false, float64(4 * width)},
+		// A page of the wide run's TIs reads the run's TIs through the
+		// (run_id, task_id) key and keeps the page: bounded by the run's
+		// width, never by the history.
+		{"runs show, the first page of TIs", store.RunTIsPageSQLForTest, fmt.Sprintf("(%d, -1, %d)", wide, tiPage+1), false, float64(4 * width)},
+		{"runs show, a middle page of TIs", store.RunTIsPageSQLForTest, fmt.Sprintf("(%d, %d, %d)", wide, width/2, tiPage+1), false, float64(4 * width)},
 		{"runs events, first page", store.RunEventsPageSQLForTest, evArgs(0), false, float64(4 * (evPage + 1))},
 		{"runs events, a middle page", store.RunEventsPageSQLForTest, evArgs(midEvent), false, float64(4 * (evPage + 1))},
 		{"the grid of a DAG with no recent runs", store.GridSQLForTest, "('r', 25)", true, listBound(25, 0)},

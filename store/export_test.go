@@ -54,6 +54,7 @@ var (
 	HeartbeatOldestSQLForTest  = heartbeatOldestSQL
 	CompleteSuccessSQLForTest  = completeSuccessSQL
 	ListRunsSQLForTest         = listRunsSQL
+	RunTIsPageSQLForTest       = runTIsPageSQL
 	RunTIsSQLForTest           = runTIsSQL
 	RunEventsPageSQLForTest    = runEventsPageSQL
 	PlannedEachTimeForTest     = plannedEachTime

@@ -288,13 +288,13 @@ func listRunsSQL(byState, byDAG bool) string {
 // tiColumns is the column list scanned by scanTI.
 const tiColumns = `t.id, t.run_id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.message, ''),
 	t.try_number, t.retries + t.retry_base + 1, t.dispatch_attempts, coalesce(t.attempt_id::text, ''), t.agent_id, t.exit_code,
-	t.queued_at, t.claimed_at, t.started_at, t.last_heartbeat_at, t.end_date, t.next_retry_at, t.log_dropped`
+	t.queued_at, t.claimed_at, t.started_at, t.last_heartbeat_at, t.end_date, t.next_retry_at, t.log_dropped, t.ordinal`
 
 func scanTI(row pgx.Row) (TaskInstance, error) {
 	var t TaskInstance
 	err := row.Scan(&t.ID, &t.RunID, &t.TaskID, &t.State, &t.Reason, &t.Message,
 		&t.TryNumber, &t.MaxTries, &t.DispatchAttempts, &t.AttemptID, &t.AgentID, &t.ExitCode,
-		&t.QueuedAt, &t.ClaimedAt, &t.StartedAt, &t.LastHeartbeatAt, &t.EndDate, &t.NextRetryAt, &t.LogDropped)
+		&t.QueuedAt, &t.ClaimedAt, &t.StartedAt, &t.LastHeartbeatAt, &t.EndDate, &t.NextRetryAt, &t.LogDropped, &t.Ordinal)
 	return t, err
 }
 

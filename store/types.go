@@ -186,9 +186,12 @@ type Run struct {
 // until the TI reaches the step that stamps them). MaxTries is retries+1;
 // AttemptID is empty and AgentID nil until the TI is first claimed.
 type TaskInstance struct {
-	ID               int64
-	RunID            int64
-	TaskID           string
+	ID     int64
+	RunID  int64
+	TaskID string
+	// Ordinal is the task's place in the DAG's declaration, from 0; the
+	// run's TIs are listed and paged in this order (GetRunPage).
+	Ordinal          int
 	State            state.TI
 	Reason           state.Reason
 	Message          string

@@ -208,11 +208,70 @@ func (c *Client) ListRuns(ctx context.Context, state, dagID string, limit int) (
 	return out.Runs, err
 }
 
-// GetRun returns a run with its task instances (GET /v1/runs/{id}).
+// GetRun returns a run with every one of its task instances, in
+// declaration order, reading page after page of protocol.TIsPageMax
+// (GetRunPage) until the last. The run's fields are the first page's;
+// NextCursor is nil. Errors: those of GetRunPage, or an error naming
+// the cursor when the server's next_cursor does not move forward.
 func (c *Client) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error) {
+	var first protocol.RunDetail
+	tis, err := followCursor(runPath(id), -1, func(after int) ([]protocol.TaskInstance, *int, error) {
+		page, err := c.GetRunPage(ctx, id, after, protocol.TIsPageMax)
+		if after < 0 {
+			first = page
+		}
+		return page.TaskInstances, page.NextCursor, err
+	})
+	first.TaskInstances, first.NextCursor = tis, nil
+	return first, err
+}
+
+// GetRunPage returns a run with one page of its task instances (GET
+// /v1/runs/{id}): those after the task at place after in the DAG (from
+// 0; -1 reads from the start), in declaration order. A limit ≤ 0 leaves
+// the page size to the server (protocol.TIsPageDefault), and one above
+// protocol.TIsPageMax is an *APIError with status 400. The page's
+// NextCursor is the after of the next page, nil on the last one.
+func (c *Client) GetRunPage(ctx context.Context, id int64, after, limit int) (protocol.RunDetail, error) {
 	var out protocol.RunDetail
-	err := c.Do(ctx, http.MethodGet, runPath(id), nil, &out)
+	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id), pageQuery(int64(after), limit)), nil, &out)
 	return out, err
+}
+
+// pageQuery is the after and limit of a paged read, each left out when
+// negative (after) or ≤ 0 (limit), so that the server's default applies.
+func pageQuery(after int64, limit int) url.Values {
+	q := url.Values{}
+	if after >= 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return q
+}
+
+// followCursor reads page after page from after with fetch, which
+// returns a page's items and its next cursor (nil on the last page),
+// and returns every item in order. A next cursor that does not move past
+// the page's after is an error naming path, which would otherwise loop
+// for ever; the items read so far come with any error.
+func followCursor[T any, C int | int64](path string, after C, fetch func(after C) ([]T, *C, error)) ([]T, error) {
+	var all []T
+	for {
+		items, next, err := fetch(after)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, items...)
+		if next == nil {
+			return all, nil
+		}
+		if *next <= after {
+			return all, fmt.Errorf("GET %s: next_cursor %d does not move past after=%d", path, *next, after)
+		}
+		after = *next
+	}
 }
 
 // RunEventsPage returns one page of the run's events (GET
@@ -222,15 +281,11 @@ func (c *Client) GetRun(ctx context.Context, id int64) (protocol.RunDetail, erro
 // protocol.EventsPageMax is an *APIError with status 400. The page's
 // NextCursor is the after of the next page, nil on the last one.
 func (c *Client) RunEventsPage(ctx context.Context, id, after int64, limit int) (protocol.EventList, error) {
-	q := url.Values{}
-	if after > 0 {
-		q.Set("after", strconv.FormatInt(after, 10))
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if after == 0 {
+		after = -1 // the server's default: left out of the query
 	}
 	var out protocol.EventList
-	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/events", q), nil, &out)
+	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/events", pageQuery(after, limit)), nil, &out)
 	return out, err
 }
 
@@ -241,21 +296,10 @@ func (c *Client) RunEventsPage(ctx context.Context, id, after int64, limit int) 
 // with a next_cursor that does not move past the page's after (which
 // would otherwise loop for ever).
 func (c *Client) RunEvents(ctx context.Context, id, after int64, pageSize int) ([]protocol.Event, error) {
-	var all []protocol.Event
-	for {
+	return followCursor(runPath(id)+"/events", after, func(after int64) ([]protocol.Event, *int64, error) {
 		page, err := c.RunEventsPage(ctx, id, after, pageSize)
-		if err != nil {
-			return all, err
-		}
-		all = append(all, page.Events...)
-		if page.NextCursor == nil {
-			return all, nil
-		}
-		if *page.NextCursor <= after {
-			return all, fmt.Errorf("GET %s/events: next_cursor %d does not move past after=%d", runPath(id), *page.NextCursor, after)
-		}
-		after = *page.NextCursor
-	}
+		return page.Events, page.NextCursor, err
+	})
 }
 
 // CancelRun cancels a queued or running run (POST /v1/runs/{id}/cancel)
@@ -394,27 +438,13 @@ func withQuery(path string, q url.Values) string {
 // an error naming the cursor when the server replies with a next_cursor
 // that does not move on.
 func (c *Client) RunOutputs(ctx context.Context, id int64, taskID string) ([]protocol.TIOutputs, error) {
-	var all []protocol.TIOutputs
-	after := -1
-	for {
-		q := url.Values{}
+	return followCursor(runPath(id)+"/outputs", -1, func(after int) ([]protocol.TIOutputs, *int, error) {
+		q := pageQuery(int64(after), 0)
 		if taskID != "" {
 			q.Set("task_id", taskID)
 		}
-		if after >= 0 {
-			q.Set("after", strconv.Itoa(after))
-		}
 		var page protocol.OutputList
-		if err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/outputs", q), nil, &page); err != nil {
-			return all, err
-		}
-		all = append(all, page.Outputs...)
-		if page.NextCursor == nil {
-			return all, nil
-		}
-		if *page.NextCursor <= after {
-			return all, fmt.Errorf("GET %s/outputs: next_cursor %d does not move past after=%d", runPath(id), *page.NextCursor, after)
-		}
-		after = *page.NextCursor
-	}
+		err := c.Do(ctx, http.MethodGet, withQuery(runPath(id)+"/outputs", q), nil, &page)
+		return page.Outputs, page.NextCursor, err
+	})
 }

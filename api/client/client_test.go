@@ -229,6 +229,52 @@ func TestRunEventsFollowsPages(t *testing.T) {
 	assert.Equal(t, []string{"limit=2", "after=2&limit=2", "after=9&limit=2"}, queries)
 }
 
+// GetRun reads every page of the run's TIs, from the start, by the
+// ordinal cursor, and returns them as one run with no cursor left.
+func TestGetRunFollowsEveryPage(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		page := protocol.RunDetail{Run: protocol.Run{ID: 7, DAGID: "d", TaskCounts: map[string]int{"success": 3}}}
+		switch after := r.URL.Query().Get("after"); after {
+		case "":
+			page.TaskInstances, page.NextCursor = []protocol.TaskInstance{{TaskID: "a"}, {TaskID: "b"}}, ptr(1)
+		case "1":
+			page.TaskInstances = []protocol.TaskInstance{{TaskID: "c"}}
+		default:
+			t.Errorf("unexpected after=%q", after)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(page)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "s3cret", srv.Client())
+	require.NoError(t, err)
+	d, err := c.GetRun(context.Background(), 7)
+	require.NoError(t, err)
+	var ids []string
+	for _, ti := range d.TaskInstances {
+		ids = append(ids, ti.TaskID)
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, ids)
+	assert.Equal(t, "d", d.DAGID)
+	assert.Nil(t, d.NextCursor)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"limit=1000", "after=1&limit=1000"}, queries)
+
+	c2, _ := fake(t, 200, `{"id":7,"task_instances":[{"task_id":"a"}],"next_cursor":-1}`)
+	_, err = c2.GetRun(context.Background(), 7)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "next_cursor -1 does not move past after=-1")
+}
+
 // A next_cursor that does not move forward is an error, not an endless loop.
 func TestRunEventsRejectsStuckCursor(t *testing.T) {
 	t.Parallel()

@@ -105,11 +105,28 @@ type LateOutcome struct {
 	Message   string    `json:"message"`
 }
 
-// RunDetail is GET /v1/runs/{id}: the run and its task instances.
+// RunDetail is GET /v1/runs/{id}[?after=N&limit=M]: the run and one page
+// of its task instances in declaration order, at most M (default
+// TIsPageDefault, at most TIsPageMax) of those after the task at place N
+// in the DAG (from 0; absent: from the start), the cursor of GET
+// /v1/runs/{id}/outputs. TaskCounts count every TI of the run, whatever
+// the page.
 type RunDetail struct {
 	Run
 	TaskInstances []TaskInstance `json:"task_instances"`
+	// NextCursor is the after of the next page (the place of this page's
+	// last task), null on the last page.
+	NextCursor *int `json:"next_cursor"`
 }
+
+// Page sizes of GET /v1/runs/{id}'s task instances, in TIs: every TI of
+// a 10,000-TI run in one reply took about 93 ms at p50 to serve.
+const (
+	// TIsPageDefault is the page size when the request has no limit.
+	TIsPageDefault = 1000
+	// TIsPageMax is the largest limit the endpoint accepts.
+	TIsPageMax = 1000
+)
 
 // RunList is GET /v1/runs.
 type RunList struct {

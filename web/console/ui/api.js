@@ -36,6 +36,18 @@ export async function api(method, path, body) {
   return data;
 }
 
+// getRun reads a run with every one of its task instances: GET
+// /v1/runs/{id} serves them a page at a time (ordinal cursor).
+export async function getRun(runID) {
+  const run = await api("GET", `/v1/runs/${runID}?limit=1000`);
+  for (let i = 0; i < 100 && run.next_cursor != null; i++) {
+    const page = await api("GET", `/v1/runs/${runID}?after=${run.next_cursor}&limit=1000`);
+    run.task_instances.push(...page.task_instances);
+    run.next_cursor = page.next_cursor;
+  }
+  return run;
+}
+
 // allEvents reads every page of a run's timeline.
 export async function allEvents(runID) {
   const out = [];

@@ -1,6 +1,6 @@
 // Agents: state, tags, capacity, running count, the live age of the last
 // heartbeat, and the attempts each one runs now.
-import { api, serverNow } from "../api.js";
+import { api, getRun, serverNow } from "../api.js";
 import { badge, esc, fmtDur } from "../util.js";
 
 export async function agentsPage(ctx) {
@@ -34,7 +34,7 @@ export async function agentsPage(ctx) {
     agents = page.agents;
     more = page.next_cursor != null;
     const runs = (await api("GET", "/v1/runs?state=running&limit=50")).runs;
-    const details = await Promise.all(runs.map((r) => api("GET", `/v1/runs/${r.id}`).catch(() => null)));
+    const details = await Promise.all(runs.map((r) => getRun(r.id).catch(() => null)));
     running = new Map();
     for (const d of details) for (const t of d?.task_instances || []) {
       if (t.state === "running" && t.agent_id != null) {

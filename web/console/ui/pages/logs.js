@@ -4,7 +4,7 @@
 // counts lost lines of this try (its dropped field) says how many, and a
 // TI with lost lines says its log is incomplete. Lines come in seq order
 // and the cursor is the last line's seq, so each is shown once.
-import { api } from "../api.js";
+import { api, getRun } from "../api.js";
 import { badge, esc, fmtClock } from "../util.js";
 
 const gapRe = /control plane unreachable for (\d+)s: replaying (\d+) buffered events and (\d+) log lines \((\d+) dropped\)/;
@@ -25,7 +25,7 @@ function lineHTML(l) {
 }
 
 export async function logsPage(ctx, runID, task, q) {
-  const run = await api("GET", `/v1/runs/${runID}`);
+  const run = await getRun(runID);
   const ti = run.task_instances.find((t) => t.task_id === task);
   const maxTry = Math.max(ti?.try_number || 1, 1);
   const tryN = parseInt(q.get("try") || "", 10) || maxTry;

@@ -1,6 +1,6 @@
 // Run detail: the graph, each TI's attempts, the event timeline with
 // every recovery decision marked and explained, and the run's actions.
-import { api, allEvents, serverNow } from "../api.js";
+import { api, allEvents, getRun, serverNow } from "../api.js";
 import { isDecision } from "../decisions.js";
 import { renderGraph } from "../graph.js";
 import { renderGantt } from "../gantt.js";
@@ -59,7 +59,7 @@ export async function runPage(ctx, runID) {
   let current = null;
   wireRerun(document.getElementById("run-actions"), document.getElementById("tis"), document.getElementById("confirm-panel"), () => current);
   ctx.every(2000, async () => {
-    const run = await api("GET", `/v1/runs/${runID}`);
+    const run = await getRun(runID);
     if (dagDeps === null) {
       dagDeps = {};
       const dag = await api("GET", `/v1/dags/${encodeURIComponent(run.dag_id)}`).catch(() => null);
