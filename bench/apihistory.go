@@ -211,7 +211,8 @@ func (e *env) onlyAPIHistory(ctx context.Context) error {
 type apiRead struct{ label, path string }
 
 // apiReadsOf are issue 27's reads: the first page of runs with and
-// without a DAG and a state filter, the big run, a page of its events,
+// without a DAG and a state filter, two pages of the big run's TIs, a
+// page of its events,
 // a DAG's grid of 25 runs, at-risk and the cluster view.
 func apiReadsOf(bigRun int64) []apiRead {
 	dagID := apiDAG(1)
@@ -220,7 +221,10 @@ func apiReadsOf(bigRun int64) []apiRead {
 		{"GET /v1/runs?dag_id", "/v1/runs?dag_id=" + dagID},
 		{"GET /v1/runs?state=failed", "/v1/runs?state=failed"},
 		{"GET /v1/runs?dag_id&state=failed", "/v1/runs?state=failed&dag_id=" + dagID},
-		{"GET /v1/runs/{id} (10,000 TIs)", fmt.Sprintf("/v1/runs/%d", bigRun)},
+		// The run's TIs come 1,000 a page (protocol.TIsPageMax): the
+		// first page, and one from the middle of the run.
+		{"GET /v1/runs/{id} (10,000 TIs, first page)", fmt.Sprintf("/v1/runs/%d", bigRun)},
+		{"GET /v1/runs/{id}?after=4999 (10,000 TIs, a middle page)", fmt.Sprintf("/v1/runs/%d?after=4999", bigRun)},
 		{"GET /v1/runs/{id}/events (10,000 TIs)", fmt.Sprintf("/v1/runs/%d/events", bigRun)},
 		{"GET /v1/dags/{id}/grid?limit=25", "/v1/dags/" + dagID + "/grid?limit=25"},
 		{"GET /v1/at-risk", "/v1/at-risk"},
