@@ -29,7 +29,12 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 	// batch is held must not leave its handler, and so the server's Close,
 	// waiting forever.
 	t.Cleanup(func() { release.Do(func() { close(hold) }) })
-	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.Capacity = 3 })
+	// The held batch is held for as long as the test takes to get its
+	// waiters to end; were the agent's request to time out meanwhile, it
+	// would send the held completion again with theirs and no queue of
+	// two would ever be seen. With the test's usual 5 s timeout, 30 copies
+	// at once on 2 cores failed so (and a 1 ms timeout always does).
+	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.Capacity = 3 }, func(a *Agent) { a.reqTimeout = 2 * time.Minute })
 	gate := filepath.Join(t.TempDir(), "gate")
 	first := f.enqueue(0, nil, "true")
 	waiters := []protocol.ClaimedTask{
