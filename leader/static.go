@@ -102,13 +102,16 @@ const (
 // new epoch is what keeps two Lite processes on one database from taking
 // the fence from each other in turn: the newer one keeps it.
 func afterTerm(err error, ctxDone bool) termEnd {
+	// Ifs, not a tagless switch, so that the mutation run can test the
+	// conditions (see Etcd.candidacy).
 	var fenced *store.FencedError
-	switch {
-	case errors.As(err, &fenced) && fenced.Holder == "" && !ctxDone:
-		return termRetake
-	case errors.As(err, &fenced):
+	if errors.As(err, &fenced) {
+		if fenced.Holder == "" && !ctxDone {
+			return termRetake
+		}
 		return termPark
-	case err != nil && !ctxDone:
+	}
+	if err != nil && !ctxDone {
 		return termFailed
 	}
 	return termDone

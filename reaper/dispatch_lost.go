@@ -65,15 +65,15 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 		return plan{Candidate: cand}
 	}
 	cand.Decision = metrics.DecisionDispatchLost
-	switch {
-	case c.ActiveAgents == 0:
+	// An if chain, not a tagless switch, so that the mutation run can
+	// test the conditions (see LostAttempt).
+	cand.Message = fmt.Sprintf("%s and no single active agent offers all of the required tags %v", queuedFor, c.RequiredTags)
+	if c.ActiveAgents == 0 {
 		cand.Message = fmt.Sprintf("%s and no agent is active (none heartbeated within %s); required tags %v",
 			queuedFor, th.AgentLost, c.RequiredTags)
-	case len(c.Missing) > 0:
+	} else if len(c.Missing) > 0 {
 		cand.Message = fmt.Sprintf("%s and no active agent offers tags %v (required %v); nothing could run it",
 			queuedFor, c.Missing, c.RequiredTags)
-	default:
-		cand.Message = fmt.Sprintf("%s and no single active agent offers all of the required tags %v", queuedFor, c.RequiredTags)
 	}
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber,

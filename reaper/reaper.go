@@ -280,10 +280,9 @@ func (r *Reapers) pages(ctx context.Context, name state.Reaper, now time.Time, t
 func (r *Reapers) applyAll(ctx context.Context, name state.Reaper, epoch int64, plans []plan) ([]string, int, error) {
 	var reaps, agents []int
 	for i, p := range plans {
-		switch {
-		case p.reap != nil:
+		if p.reap != nil { // if, not switch: see LostAttempt
 			reaps = append(reaps, i)
-		case p.agent != nil:
+		} else if p.agent != nil {
 			agents = append(agents, i)
 		}
 	}
@@ -383,12 +382,12 @@ func writeBatch[C any](ctx context.Context, epoch int64, plans []plan, idx []int
 // single is the one-at-a-time write of a batchable plan, used when its
 // batch failed.
 func (r *Reapers) single(p plan) func(ctx context.Context, epoch int64) (bool, error) {
-	switch {
-	case p.reap != nil:
+	if p.reap != nil { // if, not switch: see LostAttempt
 		return func(ctx context.Context, epoch int64) (bool, error) {
 			return r.cfg.Store.ApplyReap(ctx, epoch, *p.reap)
 		}
-	case p.agent != nil:
+	}
+	if p.agent != nil {
 		return func(ctx context.Context, epoch int64) (bool, error) {
 			got, err := r.cfg.Store.MarkAgentsInactive(ctx, epoch, []store.StaleAgent{*p.agent})
 			return len(got) == 1, err

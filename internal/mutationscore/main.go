@@ -4,7 +4,8 @@
 // efficacy (killed / (killed + lived), percent) and the mutant coverage
 // (covered / all, percent), then every mutant that lived with its place.
 // It counts the per-file mutations itself: gremlins' own totals also
-// count the files its --exclude-files left out.
+// count the files its --exclude-files left out. Reports given the same
+// NAME are one target (the store's, run once per decision file).
 //
 // Usage: mutationscore -efficacy 90 -coverage 90 NAME=FILE.json ...
 // Exit status 1 when a target is below either threshold, 2 on bad input.
@@ -68,8 +69,8 @@ func main() {
 		os.Exit(2)
 	}
 	total := tally{}
-	var lived []string
-	below := false
+	targets := map[string]tally{}
+	var names, lived []string
 	for _, arg := range flag.Args() {
 		name, path, ok := strings.Cut(arg, "=")
 		if !ok {
@@ -86,7 +87,12 @@ func main() {
 			fmt.Fprintf(os.Stderr, "mutationscore: target %s: %s is not a gremlins report: %v\n", name, path, err)
 			os.Exit(2)
 		}
-		t := tally{}
+		t, seen := targets[name]
+		if !seen {
+			t = tally{}
+			targets[name] = t
+			names = append(names, name)
+		}
 		for _, f := range r.Files {
 			for _, m := range f.Mutations {
 				t[m.Status]++
@@ -96,6 +102,10 @@ func main() {
 				}
 			}
 		}
+	}
+	below := false
+	for _, name := range names {
+		t := targets[name]
 		fmt.Printf("%-7s %s\n", name, t)
 		if t.efficacy() < *eff || t.coverage() < *cov {
 			below = true
