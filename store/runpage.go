@@ -15,9 +15,9 @@ const TIsPageMax = 1000
 
 // runTIsPageSQL reads one page of a run's TIs in declaration order: those
 // whose ordinal (the task's place in the DAG, from 0) is above after, as
-// GET /v1/runs/{id}/outputs pages. The run's TIs are found through the
-// (run_id, task_id) unique index: rows read are the run's TIs, never the
-// history's. $1 run id, $2 after, $3 rows.
+// GET /v1/runs/{id}/outputs pages. ti_run_ordinal_idx (migration 028)
+// serves the page in order: rows read are the page's, never the run's
+// other TIs or the history's. $1 run id, $2 after, $3 rows.
 const runTIsPageSQL = `SELECT ` + tiColumns + ` FROM task_instances t
 	WHERE t.run_id = $1 AND t.ordinal > $2 ORDER BY t.ordinal LIMIT $3`
 
