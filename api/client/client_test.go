@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,15 +192,7 @@ func TestTransportError(t *testing.T) {
 // RunEvents follows next_cursor from page to page until a page has none.
 func TestRunEventsFollowsPages(t *testing.T) {
 	t.Parallel()
-	var (
-		mu      sync.Mutex
-		queries []string
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		queries = append(queries, r.URL.RawQuery)
-		mu.Unlock()
-		after := r.URL.Query().Get("after")
+	c, queries := pagedServer(t, func(after string) any {
 		var page protocol.EventList
 		switch after {
 		case "":
@@ -211,12 +204,8 @@ func TestRunEventsFollowsPages(t *testing.T) {
 		default:
 			t.Errorf("unexpected after=%q", after)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(page)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, "s3cret", srv.Client())
-	require.NoError(t, err)
+		return page
+	})
 	evs, err := c.RunEvents(context.Background(), 7, 0, 2)
 	require.NoError(t, err)
 	ids := make([]int64, len(evs))
@@ -224,15 +213,13 @@ func TestRunEventsFollowsPages(t *testing.T) {
 		ids[i] = e.ID
 	}
 	assert.Equal(t, []int64{1, 2, 5, 9, 10}, ids)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []string{"limit=2", "after=2&limit=2", "after=9&limit=2"}, queries)
+	assert.Equal(t, []string{"limit=2", "after=2&limit=2", "after=9&limit=2"}, queries())
 }
 
-// GetRun reads every page of the run's TIs, from the start, by the
-// ordinal cursor, and returns them as one run with no cursor left.
-func TestGetRunFollowsEveryPage(t *testing.T) {
-	t.Parallel()
+// pagedServer serves each GET with page(the request's after), as JSON,
+// and returns a client of it and the queries it was sent, in order.
+func pagedServer(t *testing.T, page func(after string) any) (*Client, func() []string) {
+	t.Helper()
 	var (
 		mu      sync.Mutex
 		queries []string
@@ -241,8 +228,26 @@ func TestGetRunFollowsEveryPage(t *testing.T) {
 		mu.Lock()
 		queries = append(queries, r.URL.RawQuery)
 		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(page(r.URL.Query().Get("after")))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "s3cret", srv.Client())
+	require.NoError(t, err)
+	return c, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(queries)
+	}
+}
+
+// GetRun reads every page of the run's TIs, from the start, by the
+// ordinal cursor, and returns them as one run with no cursor left.
+func TestGetRunFollowsEveryPage(t *testing.T) {
+	t.Parallel()
+	c, queries := pagedServer(t, func(after string) any {
 		page := protocol.RunDetail{Run: protocol.Run{ID: 7, DAGID: "d", TaskCounts: map[string]int{"success": 3}}}
-		switch after := r.URL.Query().Get("after"); after {
+		switch after {
 		case "":
 			page.TaskInstances, page.NextCursor = []protocol.TaskInstance{{TaskID: "a"}, {TaskID: "b"}}, ptr(1)
 		case "1":
@@ -250,12 +255,8 @@ func TestGetRunFollowsEveryPage(t *testing.T) {
 		default:
 			t.Errorf("unexpected after=%q", after)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(page)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, "s3cret", srv.Client())
-	require.NoError(t, err)
+		return page
+	})
 	d, err := c.GetRun(context.Background(), 7)
 	require.NoError(t, err)
 	var ids []string
@@ -265,9 +266,7 @@ func TestGetRunFollowsEveryPage(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c"}, ids)
 	assert.Equal(t, "d", d.DAGID)
 	assert.Nil(t, d.NextCursor)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []string{"limit=1000", "after=1&limit=1000"}, queries)
+	assert.Equal(t, []string{"limit=1000", "after=1&limit=1000"}, queries())
 
 	c2, _ := fake(t, 200, `{"id":7,"task_instances":[{"task_id":"a"}],"next_cursor":-1}`)
 	_, err = c2.GetRun(context.Background(), 7)
