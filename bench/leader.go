@@ -177,7 +177,8 @@ func (e *env) statements(ctx context.Context, conn *pgx.Conn, label string) erro
 	}
 	fmt.Fprintf(e.out.w, "top statements (%s), by total execution time:\n", label)
 	for _, s := range top {
-		fmt.Fprintf(e.out.w, "  %9.0f ms %8d calls %8.3f ms/call  %s\n", s.TotalMS, s.Calls, s.MeanMS, oneLine(s.Query, 110))
+		fmt.Fprintf(e.out.w, "  %9.0f ms %8d calls %8.3f ms/call %9.1f MB WAL  %s\n", s.TotalMS, s.Calls, s.MeanMS, s.WALBytes/1e6,
+			oneLine(s.Query, 100))
 	}
 	_, err = conn.Exec(ctx, `SELECT pg_stat_statements_reset()`)
 	return err

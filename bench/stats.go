@@ -106,14 +106,16 @@ type statement struct {
 	TotalMS float64
 	MeanMS  float64
 	Rows    int64
-	Query   string
+	// WALBytes is the WAL the statement's calls wrote (wal_bytes).
+	WALBytes float64
+	Query    string
 }
 
 // topStatements returns the n statements with the most total execution
 // time since the last reset, in this database.
 func topStatements(ctx context.Context, conn *pgx.Conn, n int) ([]statement, error) {
 	rows, err := conn.Query(ctx, `
-		SELECT calls, total_exec_time, mean_exec_time, rows, regexp_replace(query, '\s+', ' ', 'g')
+		SELECT calls, total_exec_time, mean_exec_time, rows, wal_bytes::float8, regexp_replace(query, '\s+', ' ', 'g')
 		  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		 ORDER BY total_exec_time DESC LIMIT $1`, n)
 	if err != nil {
@@ -121,6 +123,6 @@ func topStatements(ctx context.Context, conn *pgx.Conn, n int) ([]statement, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (statement, error) {
 		var s statement
-		return s, r.Scan(&s.Calls, &s.TotalMS, &s.MeanMS, &s.Rows, &s.Query)
+		return s, r.Scan(&s.Calls, &s.TotalMS, &s.MeanMS, &s.Rows, &s.WALBytes, &s.Query)
 	})
 }

@@ -169,13 +169,21 @@ func (e *env) synthetic(ctx context.Context, v *vigilProc, conn *pgx.Conn) error
 	}
 	want := int64(nRuns * wideWidth)
 	e.progress("synthetic burn-down: agents start", "tis", want)
+	lsn0, err := walLSN(ctx, conn)
+	if err != nil {
+		return err
+	}
 	f, err := e.startFleet(ctx, v)
 	if err != nil {
 		return err
 	}
 	defer f.stop(context.WithoutCancel(ctx))
 	fleetCount := func() (int64, error) { return f.completed(), nil }
-	if _, err := e.waitCount(ctx, want, 50*time.Millisecond, fleetCount, f.failed); err != nil {
+	done, err := e.waitCount(ctx, want, 50*time.Millisecond, fleetCount, f.failed)
+	if err != nil {
+		return err
+	}
+	if err := e.reportWAL(ctx, conn, lsn0, done); err != nil {
 		return err
 	}
 	if err := e.reportBurnDown(ctx, conn, "burn", fmt.Sprintf("synthetic burn-down (%d agents x %d)", e.cfg.Agents, e.cfg.Capacity),
@@ -246,5 +254,27 @@ func (e *env) chain(ctx context.Context, v *vigilProc, conn *pgx.Conn, failed fu
 	note := fmt.Sprintf("%d gaps, completion to next claim", len(ds))
 	e.out.figure("chain_p50", label, msf(percentile(ds, 50)), "ms", note)
 	e.out.figure("chain_p99", fmt.Sprintf("inter-task latency p99 (%d-task chain)", e.cfg.ChainLen), msf(percentile(ds, 99)), "ms", "")
+	return nil
+}
+
+// walLSN is the server's current WAL insert position.
+func walLSN(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var lsn string
+	return lsn, conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+}
+
+// reportWAL prints the WAL the server wrote since lsn0 per TI of the n the
+// burn-down completed: a figure of the work each TI costs that the
+// machine's load does not move (the seeded agents' heartbeats meanwhile
+// are in it too, a few percent).
+func (e *env) reportWAL(ctx context.Context, conn *pgx.Conn, lsn0 string, n int64) error {
+	var bytes float64
+	if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn0).Scan(&bytes); err != nil {
+		return err
+	}
+	if n > 0 {
+		e.out.figure("", "synthetic burn-down: WAL per TI", bytes/float64(n), "bytes",
+			fmt.Sprintf("%.1f MB for %d TIs, agents start to last completion", bytes/1e6, n))
+	}
 	return nil
 }
