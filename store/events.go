@@ -8,7 +8,7 @@ import (
 )
 
 // runEventsPageSQL reads up to $3 events of run $1 after id $2 from
-// events_run_idx (run_id, id): the page's rows, whatever the history.
+// events' primary key (run_id, id): the page's rows, whatever the history.
 const runEventsPageSQL = `
 	SELECT id, run_id, created_at, kind, ti_id, coalesce(task_id, ''), try_number,
 	       coalesce(attempt_id::text, ''), agent_id, message
@@ -18,7 +18,7 @@ const runEventsPageSQL = `
 // an id above afterID, oldest first (by id), at most limit of them. The
 // page's NextCursor is the id of its last event when more events followed,
 // and nil when the page reached the end of the timeline as it stood.
-// The read is served by the index events_run_idx (run_id, id).
+// The read is served by events' primary key (run_id, id) (migration 029).
 //
 // afterID must be ≥ 0 (0 reads from the start) and limit in
 // 1..EventsPageMax; the API checks both before calling. Errors:

@@ -227,3 +227,58 @@ func TestRunEventsPageRejectsBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsHaveOneIndex: an event is written with one btree entry, its
+// primary key (run_id, id), which every read of events uses (a run's
+// timeline page, its late completions, the log and late checks, retention);
+// a TI writes two events, so a second index on events cost two entries a
+// TI (migration 029, docs/performance.md "One index for events").
+func TestEventsHaveOneIndex(t *testing.T) {
+	f := newEventsFixture(t)
+	rows, err := f.conn.Query(t.Context(), `SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'events'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) != 1 || !strings.Contains(defs[0], "UNIQUE INDEX events_pkey ON public.events USING btree (run_id, id)") {
+		t.Fatalf("events' indexes = %q, want only the primary key (run_id, id)", defs)
+	}
+}
+
+// TestMigration029RoundTrip: migration 029 keeps every event both ways,
+// and its down migration restores the key on id and events_run_idx.
+func TestMigration029RoundTrip(t *testing.T) {
+	f := newEventsFixture(t)
+	ctx := t.Context()
+	if _, err := f.conn.Exec(ctx, `INSERT INTO events (run_id, kind, message) VALUES ($1, 'run_cancelled', 'a'), ($2, 'run_cancelled', 'b')`,
+		f.runA, f.runB); err != nil {
+		t.Fatal(err)
+	}
+	indexes := func() string {
+		var s string
+		if err := f.conn.QueryRow(ctx, `SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'events'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	url := f.conn.Config().ConnString()
+	f.st.Close()
+	for _, step := range []struct {
+		version int32
+		want    string
+	}{{28, "events_pkey,events_run_idx"}, {29, "events_pkey"}} {
+		if err := store.MigrateToForTest(ctx, url, step.version); err != nil {
+			t.Fatalf("migrate to %d: %v", step.version, err)
+		}
+		var n int
+		if err := f.conn.QueryRow(ctx, `SELECT count(*) FROM events WHERE run_id IN ($1, $2)`, f.runA, f.runB).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if got := indexes(); got != step.want || n < 2 {
+			t.Fatalf("at version %d: indexes %s (want %s), %d events of the two runs (want at least 2)", step.version, got, step.want, n)
+		}
+	}
+}
