@@ -442,16 +442,16 @@ func (e *Etcd) lead(ctx, parent context.Context, session *concurrency.Session, e
 		returned = true
 	case <-leadCtx.Done():
 	}
-	reason := "leader work returned"
-	switch {
-	case returned && store.IsFenced(workErr):
-		reason = "fenced"
-	case returned:
-	case e.stopCtx.Err() != nil:
+	reason := "leader work returned" // ifs, not a switch: see candidacy
+	if returned {
+		if store.IsFenced(workErr) {
+			reason = "fenced"
+		}
+	} else if e.stopCtx.Err() != nil {
 		reason = "resigned"
-	case ctx.Err() != nil:
+	} else if ctx.Err() != nil {
 		reason = "shutting down"
-	case isClosed(session.Done()):
+	} else if isClosed(session.Done()) {
 		reason = "lease lost"
 	}
 	leadCancel()

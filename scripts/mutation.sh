@@ -2,34 +2,35 @@
 # make mutation: a mutation-testing run (gremlins, adr/0033) over the code
 # that decides harm: reaper/ and leader/ with their own tests, and the
 # store's fence, reap, claim, completion and heartbeat files with the
-# store tests that execute them. Gremlins mutates one covered expression
-# at a time and re-runs the tests; a mutant the tests still pass LIVED.
-# Efficacy is killed / (killed + lived); mutant coverage is covered /
-# all. Each target prints both; the run exits non-zero when a target is
-# below MUTATION_EFFICACY or MUTATION_COVERAGE (90 by default). Survivors
+# store's tests. Gremlins mutates one covered expression at a time and
+# re-runs the tests; a mutant the tests still pass LIVED. Efficacy is
+# killed / (killed + lived); mutant coverage is covered / all. Each
+# target prints both; the run exits non-zero when a target is below
+# MUTATION_EFFICACY or MUTATION_COVERAGE (90 by default). Survivors
 # judged equivalent are listed in docs/reliability.md ("Mutation score").
 #
-# Left out of every target: files built only with a mutant_* tag (the
-# hand-made mutants of `make mutants`, never compiled in the tested
-# build) and leader/etcdtest (the embedded etcd the tests start, not code
-# that decides anything).
+# Left out: files built only with a mutant_* tag (the hand-made mutants
+# of `make mutants`, never compiled in the tested build), the store's
+# other files, and the test helpers under the targets (leader/etcdtest,
+# reaper/reapertest).
 #
-# The store target runs gremlins once per decision file, each time with
-# only the store tests that execute that file (go test's -run, passed to
-# every `go test` gremlins starts through GOFLAGS, which it inherits).
-# The selection is measured, not guessed: a coverage build of the store's
-# tests runs each test alone and keeps, per file, the tests that execute
-# a statement of it, ignoring the blocks every test executes (package
-# initialisation, which any selected test runs too). A test that executes
-# no statement of a file cannot notice a change to it, so the selection
-# kills exactly the mutants the whole suite would kill; what it leaves
-# out is only time. Set VIGIL_TEST_DATABASE_URL (storetest) to measure it
-# against one server instead of a throwaway cluster per test.
+# Gremlins runs once per file, each time with only the package's tests
+# that execute that file: go test's -run, which every `go test` gremlins
+# starts inherits through GOFLAGS. The selection is measured, not
+# guessed: a coverage build of the package's tests runs each test alone
+# and keeps, per file, the tests that execute a statement of it (blocks
+# that every test executes, such as package initialisation, select
+# nothing: any selected test runs them too). A test that executes no
+# statement of a file cannot notice a change to it, so per file the
+# selection kills exactly the mutants the package's whole suite would;
+# what it saves is time. Set VIGIL_TEST_DATABASE_URL (storetest) to
+# measure against one PostgreSQL server instead of a throwaway cluster
+# per test.
 #
 # MUTATION_DRY_RUN=1 only finds and counts the mutants (no tests run per
 # mutant). MUTATION_TARGETS picks targets (default "reaper leader
-# store"), MUTATION_STORE_FILES the store's decision files (default all
-# six). See docs/reliability.md for the times measured.
+# store"), MUTATION_FILES the files (base names without .go, default all
+# of each target). See docs/reliability.md for the times measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,85 +52,85 @@ reports=()
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# excludes DIR prints --exclude-files arguments (paths relative to DIR)
-# for the files of DIR built only with a mutant_* tag.
-excludes() {
-  local f
-  for f in $(grep -rl --include='*.go' '^//go:build mutant_' "$1"); do
-    printf -- '--exclude-files\n^%s$\n' "${f#"$1"/}"
+# files TARGET prints the base names of the files mutated in TARGET.
+files() {
+  local f b
+  for f in "$1"/*.go; do
+    b=$(basename "$f" .go)
+    case $b in *_test) continue ;; esac
+    grep -q '^//go:build mutant_' "$f" && continue
+    [ "$1" = store ] && ! [[ $b =~ ^(fence|reap|claim|complete|complete_batch|heartbeat)$ ]] && continue
+    if [ -n "${MUTATION_FILES:-}" ] && ! [[ " $MUTATION_FILES " == *" $b "* ]]; then continue; fi
+    echo "$b"
   done
 }
 
-# store_selection writes $out/store-<file>.run, the -run pattern of the
-# store tests that execute each decision file.
-store_selection() {
-  echo "== mutation: measuring which store tests execute each decision file"
-  go test -c -cover -coverpkg=./store -o "$out/store.test" ./store || return 1
-  mkdir -p "$out/cov"
-  local t f tests
-  tests=$(cd store && "$out/store.test" -test.list '^Test' | grep '^Test')
+# select_tests TARGET FILE... writes $out/TARGET-FILE.run, the -run
+# pattern of TARGET's tests that execute FILE.
+select_tests() {
+  local target=$1 t f tests all
+  shift
+  echo "== mutation: measuring which $target tests execute each file"
+  go test -c -cover -coverpkg="./$target" -o "$out/$target.test" "./$target" || return 1
+  mkdir -p "$out/cov-$target"
+  tests=$(cd "$target" && "$out/$target.test" -test.list '^Test' | grep '^Test')
+  all=$(echo "$tests" | wc -w)
   for t in $tests; do
-    (cd store && "$out/store.test" -test.run "^$t\$" -test.count 1 -test.coverprofile "$out/cov/$t") >"$out/test-$t.log" 2>&1 ||
-      { echo "store test $t failed alone:"; tail -20 "$out/test-$t.log"; return 1; }
+    (cd "$target" && "$out/$target.test" -test.run "^$t\$" -test.count 1 -test.coverprofile "$out/cov-$target/$t") \
+      >"$out/test.log" 2>&1 || { echo "$target test $t failed alone:"; tail -20 "$out/test.log"; return 1; }
   done
-  for f in $store_files; do
-    # the file's blocks some test executes and some does not
-    awk -v file="/store/$f.go:" -v all="$(echo "$tests" | wc -w)" \
-      'index($1, file) && $NF > 0 {n[$1]++} END {for (b in n) if (n[b] < all) print b}' "$out"/cov/Test* >"$out/store-$f.blocks"
+  for f in "$@"; do
+    awk -v file="/$target/$f.go:" -v all="$all" \
+      'index($1, file) && $NF > 0 {n[$1]++} END {for (b in n) if (n[b] < all) print b}' "$out/cov-$target"/* >"$out/blocks"
     local sel=()
     for t in $tests; do
-      awk 'NR == FNR {b[$1]; next} ($1 in b) && $NF > 0 {hit = 1} END {exit !hit}' "$out/store-$f.blocks" "$out/cov/$t" && sel+=("$t")
+      awk 'NR == FNR {b[$1]; next} ($1 in b) && $NF > 0 {hit = 1} END {exit !hit}' "$out/blocks" "$out/cov-$target/$t" && sel+=("$t")
     done
-    echo "   $f.go: ${#sel[@]} tests"
+    echo "   $f.go: ${#sel[@]} of $all tests"
     local IFS='|'
-    echo "^(${sel[*]})\$" >"$out/store-$f.run"
+    echo "^(${sel[*]})\$" >"$out/$target-$f.run"
   done
 }
 
-# unleash NAME DIR REPORT [ARGS...] runs gremlins on DIR and prints its
-# verdicts.
+# unleash TARGET NAME RUN FILE... runs gremlins on TARGET's FILEs (every
+# other file excluded) with the tests matching RUN, into $out/NAME.json.
 unleash() {
-  local name=$1 dir=$2 report=$3
+  local target=$1 name=$2 run=$3 g start rc
   shift 3
-  local args=(unleash --workers 1 --timeout-coefficient 3 --output "$report" "$@")
+  local args=(unleash --workers 1 --timeout-coefficient 3 --output "$out/${name//\//-}.json")
   [ -n "${MUTATION_DRY_RUN:-}" ] && args+=(--dry-run)
+  while IFS= read -r g; do  # paths relative to the target
+    [[ " $* " == *" ${g%.go} "* ]] || args+=(--exclude-files "^$g\$")
+  done < <(cd "$target" && find . -name '*.go' ! -name '*_test.go' | sed 's|^\./||')
   echo "== mutation: $name"
-  local start rc
   start=$(date +%s)
-  "$bin" "${args[@]}" "./$dir" 2>&1 | grep --line-buffered -E "LIVED|TIMED OUT|NOT COVERED|Killed:|Timed out:|Runnable:|Mutator coverage|Test efficacy|completed|rror"
+  GOFLAGS="-run=$run" "$bin" "${args[@]}" "./$target" 2>&1 |
+    grep --line-buffered -E "LIVED|TIMED OUT|NOT COVERED|Killed:|Timed out:|Runnable:|Mutator coverage|Test efficacy|completed|rror"
   rc=${PIPESTATUS[0]}
   echo "   $name took $(($(date +%s) - start))s, gremlins exit $rc"
   [ "$rc" -eq 0 ] || failed=1
+  reports+=("$target=$out/${name//\//-}.json")
 }
 
 for target in $targets; do
   case $target in
-    reaper)
-      mapfile -t ex < <(excludes reaper)
-      unleash reaper reaper "$out/reaper.json" "${ex[@]}"
-      reports+=("reaper=$out/reaper.json") ;;
-    leader)
-      mapfile -t ex < <(excludes leader)
-      unleash leader leader "$out/leader.json" "${ex[@]}" --exclude-files '^etcdtest/'
-      reports+=("leader=$out/leader.json") ;;
-    store)
-      store_selection || exit 2
-      for f in $store_files; do
-        ex=()
-        for g in store/*.go; do
-          b=$(basename "$g" .go)
-          case $b in *_test) continue ;; esac
-          [ "$b" = "$f" ] || ex+=(--exclude-files "^$b\\.go\$")
-        done
-        GOFLAGS="-run=$(cat "$out/store-$f.run")" unleash "store/$f.go" store "$out/store-$f.json" "${ex[@]}"
-        reports+=("store=$out/store-$f.json")
-      done ;;
+    reaper|leader|store) ;;
     *) echo "unknown target $target (want reaper, leader or store)"; exit 2 ;;
   esac
+  mapfile -t mutated < <(files "$target")
+  if [ -n "${MUTATION_DRY_RUN:-}" ]; then  # one pass over all the files, with all the tests
+    unleash "$target" "$target" '^Test' "${mutated[@]}"
+    continue
+  fi
+  select_tests "$target" "${mutated[@]}" || exit 2
+  for f in "${mutated[@]}"; do
+    unleash "$target" "$target/$f.go" "$(cat "$out/$target-$f.run")" "$f"
+  done
 done
-[ -n "${MUTATION_DRY_RUN:-}" ] && exit $failed
 # The score is counted from the per-file reports: gremlins' own totals
-# also count the files --exclude-files left out.
+# also count the files --exclude-files left out. A dry run has no
+# efficacy, only coverage.
+[ -n "${MUTATION_DRY_RUN:-}" ] && efficacy=0
 echo "== mutation score"
 go run ./internal/mutationscore -efficacy "$efficacy" -coverage "$coverage" "${reports[@]}" || failed=1
 exit $failed
