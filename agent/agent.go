@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
@@ -62,6 +63,12 @@ type Agent struct {
 	srvInterval atomic.Int64 // time.Duration the server announced; 0 before the first register
 	hbMu        sync.Mutex   // serializes heartbeats
 	hbCovered   uint64       // startGen included in the last heartbeat; hbMu and mu
+
+	// sup is the task supervisor (process.go), started at the first task
+	// and again after it exits; supClosed once Run has stopped it.
+	supMu     sync.Mutex
+	sup       *supervisor.Client
+	supClosed bool
 
 	// claimCancel ends the claim long-poll in flight (see claimContext);
 	// guarded by mu.
@@ -163,6 +170,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	netCtx, cancelNet := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelNet()
 	a.log.Info("task supervisor", "path", a.cfg.SupervisorPath, "args", a.cfg.SupervisorArgs)
+	defer a.closeSupervisor()
 	if a.cfg.TaskUser != "" || len(a.cfg.TaskUsersAllowed) > 0 {
 		a.log.Info("tasks run as another user", "task_user", a.cfg.TaskUser, "task_users_allowed", a.cfg.TaskUsersAllowed)
 	}

@@ -119,16 +119,18 @@ type Config struct {
 	// task naming any other fails with start_failed. Needs root, as
 	// TaskUser. Empty: no task may name one.
 	TaskUsersAllowed []string
-	// SupervisorPath is the program each task runs under (package
-	// agent/supervisor): it kills the task's process group when the agent
-	// dies, even by SIGKILL. It is started as
-	//	<SupervisorPath> <SupervisorArgs...> --parent-pid P --kill-grace D -- <command...>
+	// SupervisorPath is the program the agent's tasks run under (package
+	// agent/supervisor): it kills every task's process group when the
+	// agent dies, even by SIGKILL. The agent starts it once, at its first
+	// task (again if it exits), as
+	//	<SupervisorPath> <SupervisorArgs...> --parent-pid P --kill-grace D
+	// and sends it each task (adr/0035-one-supervisor-per-agent.md).
 	// Default: vigil-supervise (supervisor.ProgramName) in the running
 	// executable's directory when that is an executable regular file;
 	// otherwise the running executable itself (os.Executable) with
 	// SupervisorArgs ["__supervise"], which is vigil for `vigil agent` and
-	// `vigil lite`. vigil-supervise starts in under a third of the CPU
-	// time, about 4 ms against 14 (adr/0026-small-supervisor-program.md). A program embedding
+	// `vigil lite`. vigil-supervise is a 3.6 MB program, against vigil's
+	// 38 MB (adr/0026-small-supervisor-program.md). A program embedding
 	// package agent installs vigil-supervise beside itself, sets this
 	// field, or dispatches supervisor.Subcommand to supervisor.Run in its
 	// own main.

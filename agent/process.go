@@ -1,47 +1,69 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"slices"
-	"syscall"
 
 	"github.com/vigil-sched/vigil/agent/supervisor"
 	"github.com/vigil-sched/vigil/api/protocol"
 )
 
-// command builds the task's process: the supervisor (package
-// agent/supervisor) running the task's command in its own process group
-// (so kills reach every descendant, and the group dies with the agent),
-// with the environment taskEnv builds: the allowed part of the agent's
-// environment, the task's env, then the VIGIL_* identity variables, which
-// the task env cannot override. The supervisor gets its own group too, so
-// a terminal's signals to the agent's group do not reach it. statusW is
-// the write end of the status pipe, the supervisor's descriptor 3: the
-// caller closes it once the process has started, and reads statusR with
-// supervisor.ReadStatus. With a task user u the supervisor starts the
-// task as u in dir.
-func (a *Agent) command(t protocol.ClaimedTask, u *taskUser, dir, output string, stdout, stderr *os.File) (cmd *exec.Cmd, statusR, statusW *os.File, err error) {
-	statusR, statusW, err = os.Pipe()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("status pipe for the task supervisor: %w", err)
-	}
+// request builds the task's start request for the agent's supervisor
+// (package agent/supervisor), which runs the task's command in its own
+// process group (so kills reach every descendant, and the group dies with
+// the agent), with the environment taskEnv builds: the allowed part of the
+// agent's environment, the task's env, then the VIGIL_* identity
+// variables, which the task env cannot override. stdout and stderr are
+// the task's ends of the agent's output pipes. With a task user u the
+// supervisor starts the task as u in dir.
+func (a *Agent) request(t protocol.ClaimedTask, u *taskUser, dir, output string, stdout, stderr *os.File) supervisor.Request {
 	var as *supervisor.Identity
 	var userEnv map[string]string
 	if u != nil {
 		as, userEnv = u.identity(dir), u.userEnv()
 	}
-	args := append(slices.Clip(a.cfg.SupervisorArgs), supervisor.Args(os.Getpid(), a.cfg.KillGrace, as, t.Command)...)
-	cmd = exec.Command(a.cfg.SupervisorPath, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = taskEnv(a.cfg.TaskEnvAllow, os.Environ(), userEnv, t, output)
-	cmd.ExtraFiles = []*os.File{statusW}
-	// The agent's own pipes (outPipe), so Wait returns when the process
-	// exits and the agent bounds the drain by idle time itself.
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	return cmd, statusR, statusW, nil
+	return supervisor.Request{Argv: t.Command, Env: taskEnv(a.cfg.TaskEnvAllow, os.Environ(), userEnv, t, output), As: as,
+		Stdout: stdout, Stderr: stderr}
+}
+
+// supervisor returns the agent's task supervisor, starting one when there
+// is none or the last one exited (adr/0035-one-supervisor-per-agent.md).
+func (a *Agent) taskSupervisor() (*supervisor.Client, error) {
+	a.supMu.Lock()
+	defer a.supMu.Unlock()
+	if a.sup != nil {
+		select {
+		case <-a.sup.Done():
+			a.log.Warn("task supervisor exited; starting another", "err", a.sup.Err())
+			a.sup = nil
+		default:
+			return a.sup, nil
+		}
+	}
+	if a.supClosed {
+		return nil, errors.New("the agent is stopping: no task supervisor")
+	}
+	c, err := supervisor.StartClient(a.cfg.SupervisorPath, a.cfg.SupervisorArgs, a.cfg.KillGrace)
+	if err != nil {
+		return nil, fmt.Errorf("task supervisor %s: %w", a.cfg.SupervisorPath, err)
+	}
+	a.log.Info("task supervisor started", "pid", c.Pid())
+	a.sup = c
+	return c, nil
+}
+
+// closeSupervisor stops the agent's supervisor, once its tasks are done:
+// it kills what is left of their groups and exits.
+func (a *Agent) closeSupervisor() {
+	a.supMu.Lock()
+	c := a.sup
+	a.sup, a.supClosed = nil, true
+	a.supMu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
 
 // mayStart reports whether no kill or stop was requested before the start.

@@ -146,28 +146,23 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 	if err != nil {
 		return a.startFailed(ctx, att, fmt.Errorf("output pipes: %w", err))
 	}
-	cmd, statusR, statusW, err := a.command(att.task, u, dir, output, outP.w, errP.w)
-	if err != nil {
-		outP.abandon()
-		errP.abandon()
-		return a.startFailed(ctx, att, err)
-	}
 	if !att.mayStart() {
-		_, _ = statusR.Close(), statusW.Close()
 		outP.abandon()
 		errP.abandon()
 		return result{suppress: true, why: "stopped before the process started"}
 	}
 	start := time.Now()
-	err = cmd.Start()
-	_ = statusW.Close() // the supervisor holds the only write end now
+	sup, err := a.taskSupervisor()
+	var tk *supervisor.Task
+	if err == nil {
+		tk, err = sup.Start(a.request(att.task, u, dir, output, outP.w, errP.w))
+	}
 	if err != nil {
-		_ = statusR.Close()
 		outP.abandon()
 		errP.abandon()
-		return a.startFailed(ctx, att, fmt.Errorf("task supervisor %s: %w", a.cfg.SupervisorPath, err))
+		return a.startFailed(ctx, att, err)
 	}
-	outP.started(stdout)
+	outP.started(stdout) // the request carried the supervisor's copies
 	errP.started(stderr)
 	// drained reads the rest of both streams once the process has exited
 	// (bounded by idle time: outPipe.drain) and reports whether all of it
@@ -181,44 +176,26 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 		stderr.Flush()
 		return okOut && okErr
 	}
-	status := supervisor.ReadStatus(statusR)
-	first, ok := <-status
+	first, ok := <-tk.Status
 	if !ok || first.Kind != supervisor.KindStarted {
-		waitErr := cmd.Wait()
-		for range status {
-		}
 		drained()
 		if ok && first.Kind == supervisor.KindStartFailed {
 			return a.startFailed(ctx, att, errors.New(first.Text))
 		}
-		return a.startFailed(ctx, att, fmt.Errorf("task supervisor exited before it started the task: %v", waitErr))
+		return a.startFailed(ctx, att, fmt.Errorf("task supervisor exited before it started the task: %w", tk.Err()))
 	}
 	pgid := first.N
 	gen := a.markStarted(att, pgid)
-	att.log.Debug("started", "pid", pgid, "supervisor_pid", cmd.Process.Pid)
+	att.log.Debug("started", "pid", pgid, "supervisor_pid", sup.Pid())
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); a.heartbeat(ctx, gen) }()
-	waitErr := a.wait(att, cmd, pgid)
-	var end *syscall.WaitStatus // the leader's, as the supervisor saw it
-	for m := range status {     // closed: the supervisor has exited
-		switch m.Kind {
-		case supervisor.KindExited:
-			ws := syscall.WaitStatus(m.N << 8)
-			end = &ws
-		case supervisor.KindSignaled:
-			ws := syscall.WaitStatus(m.N & 0x7f)
-			end = &ws
-		case supervisor.KindLeftover:
-			att.mu.Lock()
-			ours := att.killing // Vigil is killing the group: its own line says why
-			att.mu.Unlock()
-			if !ours {
-				att.log.Warn("process exited and left processes in its group; the supervisor killed them", "pgid", pgid)
-				a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
-			}
-		}
+	end := a.wait(att, tk, pgid)
+	var waitErr error
+	if end == nil { // the supervisor exited before the task's last line
+		waitErr = tk.Err()
+		a.killOrphaned(att, pgid, waitErr)
 	}
-	if !drained() {
+	if !drained() && waitErr == nil {
 		waitErr = errOutputHeld
 	}
 	a.endGroup(att, pgid)
@@ -278,11 +255,12 @@ func (a *Agent) startFailed(ctx context.Context, att *attempt, err error) result
 	}}
 }
 
-// wait waits for the supervisor, enforcing the execution timeout on the
-// task's process group pgid.
-func (a *Agent) wait(att *attempt, cmd *exec.Cmd, pgid int) error {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+// wait waits for the task's last status line, enforcing the execution
+// timeout on its process group pgid, and returns the leader's wait status
+// as the supervisor reported it; nil when the supervisor exited first.
+func (a *Agent) wait(att *attempt, tk *supervisor.Task, pgid int) *syscall.WaitStatus {
+	done := make(chan *syscall.WaitStatus, 1)
+	go func() { done <- a.lastStatus(att, tk, pgid) }()
 	to := att.task.ExecutionTimeout.D()
 	if to <= 0 {
 		return <-done
@@ -290,8 +268,8 @@ func (a *Agent) wait(att *attempt, cmd *exec.Cmd, pgid int) error {
 	timer := time.NewTimer(to)
 	defer timer.Stop()
 	select {
-	case err := <-done:
-		return err
+	case end := <-done:
+		return end
 	case <-timer.C:
 	}
 	if a.kill(att, causeTimeout, "") {
@@ -300,6 +278,50 @@ func (a *Agent) wait(att *attempt, cmd *exec.Cmd, pgid int) error {
 			to, pgid, a.cfg.KillGrace))
 	}
 	return <-done
+}
+
+// lastStatus reads the task's status lines after started until its
+// channel closes, noting a leftover group, and returns the leader's wait
+// status; nil if the supervisor exited before reporting it.
+func (a *Agent) lastStatus(att *attempt, tk *supervisor.Task, pgid int) *syscall.WaitStatus {
+	var end *syscall.WaitStatus
+	for m := range tk.Status {
+		switch m.Kind {
+		case supervisor.KindExited:
+			ws := syscall.WaitStatus(m.N << 8)
+			end = &ws
+		case supervisor.KindSignaled:
+			ws := syscall.WaitStatus(m.N & 0x7f)
+			end = &ws
+		case supervisor.KindLeftover:
+			att.mu.Lock()
+			ours := att.killing // Vigil is killing the group: its own line says why
+			att.mu.Unlock()
+			if !ours {
+				att.log.Warn("process exited and left processes in its group; the supervisor killed them", "pgid", pgid)
+				a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
+			}
+		}
+	}
+	return end
+}
+
+// killOrphaned kills the task's process group pgid after its supervisor
+// exited before the task (killed, say): the task lost its subreaper and
+// the link that kills it with the agent, and the agent cannot learn its
+// status. The group is killed before the attempt is reported, so its
+// retry never runs beside it.
+func (a *Agent) killOrphaned(att *attempt, pgid int, err error) {
+	att.mu.Lock()
+	alive := syscall.Kill(-pgid, 0) == nil
+	att.killing = att.killing || alive
+	att.mu.Unlock()
+	if !alive {
+		return
+	}
+	att.log.Warn("task supervisor exited before the task; killing its process group", "pgid", pgid, "err", err)
+	a.systemLine(att, fmt.Sprintf("--- the task's supervisor is gone (%v): killing process group %d ---", err, pgid))
+	supervisor.KillGroup(pgid, a.cfg.KillGrace, att.log)
 }
 
 // outcome maps how the process ended to a completion (docs/design.md §4

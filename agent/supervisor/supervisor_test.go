@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,10 +26,14 @@ var smallBin string
 // TestMain builds cmd/vigil-supervise, and lets the test binary serve as
 // the other form of the supervisor: started as `<test binary>
 // __supervise ...` it runs Run, as `vigil __supervise` does, instead of
-// the tests.
+// the tests. Started as `<test binary> __standin_agent` it is an agent
+// for the tests that kill one (standInAgent).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == Subcommand {
 		os.Exit(Run(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == standInArg {
+		os.Exit(standInAgent())
 	}
 	dir, err := os.MkdirTemp("", "vigil-supervise-test-*")
 	if err == nil {
@@ -63,21 +68,128 @@ func forms(t *testing.T) []form {
 	}
 }
 
-// TestSupervisorKillsTaskTreeWhenAgentDies stands a shell in for the
-// agent: it starts the supervisor with --parent-pid of its own pid, and
-// the task starts two grandchildren, one of which ignores SIGTERM.
-// SIGKILL of the stand-in agent must take the whole tree down within
-// kill-grace + 1 s: the SIGTERM-ignoring one by the SIGKILL that follows
-// the grace. Without a supervisor, tasks ran with Setpgid only and all
-// three lived on.
-func TestSupervisorKillsTaskTreeWhenAgentDies(t *testing.T) {
-	t.Parallel()
-	for _, f := range forms(t) {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			killTreeWithAgent(t, f, nil)
-		})
+// startClient starts f's supervisor for this process, stopped at the
+// end of the test.
+func startClient(t *testing.T, f form, grace time.Duration) *Client {
+	t.Helper()
+	c, err := StartClient(f.path, f.lead, grace)
+	require.NoError(t, err, f.name)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// ran is what a task reported: its status lines and its output.
+type ran struct {
+	lines  []Status
+	stdout string
+}
+
+// runTask starts argv on c as the agent does, with as (nil: none) and
+// env overriding this process's environment, and reads its lines until its
+// channel closes and its stdout to end of file.
+func runTask(t *testing.T, c *Client, as *Identity, env []string, argv ...string) (ran, *Task) {
+	t.Helper()
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	defer outR.Close()
+	tk, err := c.Start(Request{Argv: argv, Env: overlay(os.Environ(), env), As: as, Stdout: outW, Stderr: outW})
+	_ = outW.Close()
+	require.NoError(t, err)
+	var r ran
+	out := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(outR); out <- string(b) }()
+	for s := range tk.Status {
+		r.lines = append(r.lines, s)
 	}
+	select {
+	case r.stdout = <-out:
+	case <-time.After(10 * time.Second):
+		t.Errorf("stdout still open 10 s after the task's last line %v: a process of its group outlived it", r.lines)
+	}
+	return r, tk
+}
+
+// overlay is base without the variables env sets, then env.
+func overlay(base, env []string) []string {
+	name := func(kv string) string { n, _, _ := strings.Cut(kv, "="); return n }
+	out := slices.Clone(env)
+	for _, kv := range base {
+		if !slices.ContainsFunc(env, func(e string) bool { return name(e) == name(kv) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// kinds are the kinds and numbers of lines, without their task ids.
+func kinds(lines []Status) []string {
+	var out []string
+	for _, l := range lines {
+		out = append(out, fmt.Sprintf("%s %d", l.Kind, l.N))
+	}
+	return out
+}
+
+// TestSupervisorReportsExactWaitStatus runs tasks on one supervisor of
+// each form, at once, and reads back what each task's leader did: its
+// exit code, or the signal that killed it; a program that cannot start
+// is start_failed with exec's reason.
+func TestSupervisorReportsExactWaitStatus(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		argv []string
+		want Kind
+		n    int
+	}{
+		{[]string{"sh", "-c", "echo out; exit 0"}, KindExited, 0},
+		{[]string{"sh", "-c", "exit 3"}, KindExited, 3},
+		{[]string{"sh", "-c", "exit 255"}, KindExited, 255},
+		{[]string{"sh", "-c", "kill -KILL $$"}, KindSignaled, int(syscall.SIGKILL)},
+		{[]string{"sh", "-c", "kill -SEGV $$"}, KindSignaled, int(syscall.SIGSEGV)},
+	}
+	for _, f := range forms(t) {
+		c := startClient(t, f, time.Second)
+		var wg sync.WaitGroup
+		for _, tc := range cases {
+			wg.Go(func() {
+				r, _ := runTask(t, c, nil, nil, tc.argv...)
+				if assert.Len(t, r.lines, 2, "%s %q: %v", f.name, tc.argv, r.lines) {
+					assert.Equal(t, KindStarted, r.lines[0].Kind)
+					assert.Positive(t, r.lines[0].N, "the leader's pid")
+					assert.Equal(t, r.lines[0].ID, r.lines[1].ID)
+					assert.Equal(t, Status{ID: r.lines[0].ID, Kind: tc.want, N: tc.n}, r.lines[1], "%s %q", f.name, tc.argv)
+				}
+			})
+		}
+		wg.Wait()
+		r, _ := runTask(t, c, nil, nil, "sh", "-c", "echo out")
+		assert.Equal(t, "out\n", r.stdout, "%s: the task writes to the agent's pipe", f.name)
+		r, _ = runTask(t, c, nil, nil, filepath.Join(t.TempDir(), "no-such-program"))
+		require.Len(t, r.lines, 1, "%s: %v", f.name, r.lines)
+		assert.Equal(t, KindStartFailed, r.lines[0].Kind)
+		assert.Contains(t, r.lines[0].Text, "no such file or directory")
+		r, _ = runTask(t, c, nil, []string{"PATH=/nonexistent"}, "sh", "-c", "exit 0")
+		require.Len(t, r.lines, 1, "%s: %v", f.name, r.lines)
+		assert.Equal(t, `exec: "sh": executable file not found in $PATH`, r.lines[0].Text, "the task's PATH is searched")
+	}
+}
+
+// TestSupervisorKillsLeftoversBeforeTheLastLine: a leader that exits
+// leaving a child in its group gets started, leftover, exited, in that
+// order, and by the exited line the child is gone (the agent's drain
+// relies on it: the child no longer holds the output pipe).
+func TestSupervisorKillsLeftoversBeforeTheLastLine(t *testing.T) {
+	t.Parallel()
+	c := startClient(t, forms(t)[0], 5*time.Second)
+	pidfile := filepath.Join(t.TempDir(), "child")
+	r, _ := runTask(t, c, nil, []string{"PIDFILE=" + pidfile},
+		"sh", "-c", `sleep 300 & echo $! > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"; exit 4`)
+	child := proctest.PidFromFile(t, pidfile)
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	require.Len(t, r.lines, 3, "%v", r.lines)
+	pgid := r.lines[0].N
+	assert.Equal(t, []string{fmt.Sprintf("started %d", pgid), fmt.Sprintf("leftover %d", pgid), "exited 4"}, kinds(r.lines))
+	assert.True(t, proctest.Gone(child), "the leftover child %d is gone by the last line", child)
 }
 
 // nobody is the identity of the OS user nobody (65534:65534) with a
@@ -95,20 +207,6 @@ func nobody(t *testing.T) *Identity {
 	return &Identity{UID: 65534, GID: 65534, Groups: []int{65534}, Dir: dir}
 }
 
-// TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies is the guarantee
-// above for a task that runs as another user: the supervisor, still the
-// agent's user, kills a tree it does not own.
-func TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies(t *testing.T) {
-	t.Parallel()
-	for _, f := range forms(t) {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			as := nobody(t)
-			killTreeWithAgent(t, f, as)
-		})
-	}
-}
-
 // TestSupervisorRunsTaskAsIdentity checks the switch itself: the task's
 // real and effective ids, its groups, its working directory, and that it
 // may write there and not where only root may, with its exact wait status
@@ -116,15 +214,15 @@ func TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies(t *testing.T) {
 func TestSupervisorRunsTaskAsIdentity(t *testing.T) {
 	t.Parallel()
 	for _, f := range forms(t) {
+		c := startClient(t, f, time.Second)
 		as := nobody(t)
 		out := filepath.Join(as.Dir, "out")
 		script := `echo "$(id -ru) $(id -u) $(id -rg) $(id -g) $(id -G) $(pwd)" > out; ` +
 			`if echo x > "$ROOTONLY" 2>/dev/null; then echo wrote; fi >> out; exit 7`
 		rootOnly := filepath.Join(t.TempDir(), "root-only")
-		lines, exit := superviseAs(t, f, as, []string{"ROOTONLY=" + rootOnly}, "sh", "-c", script)
-		require.Len(t, lines, 2, "%s: %v", f.name, lines)
-		assert.Equal(t, Status{Kind: KindExited, N: 7, Text: "7"}, lines[1], f.name)
-		assert.Equal(t, 7, exit, f.name)
+		r, _ := runTask(t, c, as, []string{"ROOTONLY=" + rootOnly}, "sh", "-c", script)
+		require.Len(t, r.lines, 2, "%s: %v", f.name, r.lines)
+		assert.Equal(t, "exited 7", kinds(r.lines)[1], f.name)
 		got, err := os.ReadFile(out)
 		require.NoError(t, err, f.name)
 		assert.Equal(t, "65534 65534 65534 65534 65534 "+as.Dir+"\n", string(got), f.name)
@@ -132,131 +230,236 @@ func TestSupervisorRunsTaskAsIdentity(t *testing.T) {
 	}
 }
 
-func killTreeWithAgent(t *testing.T, f form, as *Identity) {
-	dir := t.TempDir()
-	lead := f.lead
-	if as != nil {
-		dir = as.Dir // the task writes its pid files there
-		lead = append(slices.Clip(f.lead), Args(1, 0, as, nil)[4:len(Args(1, 0, as, nil))-1]...)
-	}
-	const grace = 500 * time.Millisecond
-	task := `echo $$ > "$DIR/leader.tmp" && mv "$DIR/leader.tmp" "$DIR/leader"
-(trap "" TERM; exec sleep 300) & echo $! > "$DIR/stubborn.tmp" && mv "$DIR/stubborn.tmp" "$DIR/stubborn"
-sleep 300 & echo $! > "$DIR/plain.tmp" && mv "$DIR/plain.tmp" "$DIR/plain"
-wait`
-	agent := exec.Command("sh", append([]string{"-c",
-		`"$0" "$@" --parent-pid $$ --kill-grace "$GRACE" -- sh -c "$TASK" & wait`, f.path}, lead...)...)
-	agent.Env = append(os.Environ(), "DIR="+dir, "GRACE="+grace.String(), "TASK="+task)
-	agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 reaches the stand-in only
-	require.NoError(t, agent.Start())
-	t.Cleanup(func() { _ = syscall.Kill(agent.Process.Pid, syscall.SIGKILL); _ = agent.Wait() })
+// standInArg makes the test binary standInAgent.
+const standInArg = "__standin_agent"
 
-	var pids []int
-	for _, name := range []string{"leader", "stubborn", "plain"} {
-		pid := proctest.PidFromFile(t, filepath.Join(dir, name))
-		pids = append(pids, pid)
-		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+// standInTask is each stand-in task: a leader with a child that ignores
+// SIGTERM and a plain grandchild-holding child, their pids written to
+// $DIR/$I-<name>.
+const standInTask = `put() { echo "$2" > "$DIR/$I-$1.tmp" && mv "$DIR/$I-$1.tmp" "$DIR/$I-$1"; }
+(trap "" TERM; exec sleep 300) & put stubborn $!
+sh -c 'sleep 300 & echo $! > "$DIR/$I-grandchild.tmp" && mv "$DIR/$I-grandchild.tmp" "$DIR/$I-grandchild"; wait' & put child $!
+put leader $$
+wait`
+
+// standInAgent is an agent for the tests: it starts the supervisor named
+// by $SUPERVISOR ($LEAD its leading argument, $GRACE its kill grace),
+// starts $TASKS copies of standInTask (as nobody when $AS_DIR is set,
+// working there), writes the supervisor's pid to $DIR/supervisor, and
+// blocks until it is killed.
+func standInAgent() int {
+	var lead []string
+	if l := os.Getenv("LEAD"); l != "" {
+		lead = []string{l}
 	}
-	for _, pid := range pids {
-		require.False(t, proctest.Gone(pid), "pid %d runs before the agent dies", pid)
-		if as != nil {
-			fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-			require.NoError(t, err)
-			require.Equal(t, uint32(as.UID), fi.Sys().(*syscall.Stat_t).Uid, "pid %d runs as the task's user", pid)
+	grace, err := time.ParseDuration(os.Getenv("GRACE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stand-in agent: GRACE:", err)
+		return 1
+	}
+	c, err := StartClient(os.Getenv("SUPERVISOR"), lead, grace)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stand-in agent:", err)
+		return 1
+	}
+	var as *Identity
+	if d := os.Getenv("AS_DIR"); d != "" {
+		as = &Identity{UID: 65534, GID: 65534, Groups: []int{65534}, Dir: d}
+	}
+	n, _ := strconv.Atoi(os.Getenv("TASKS"))
+	for i := range n {
+		tk, err := c.Start(Request{Argv: []string{"sh", "-c", standInTask}, Env: append(os.Environ(), "I="+strconv.Itoa(i)),
+			As: as, Stdout: os.Stdout, Stderr: os.Stderr})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "stand-in agent:", err)
+			return 1
+		}
+		if s := <-tk.Status; s.Kind != KindStarted {
+			fmt.Fprintln(os.Stderr, "stand-in agent: task", i, s)
+			return 1
 		}
 	}
-	require.NoError(t, syscall.Kill(agent.Process.Pid, syscall.SIGKILL))
-	killed := time.Now()
-	_ = agent.Wait()
-	deadline := killed.Add(grace + time.Second)
+	dir := os.Getenv("DIR")
+	if err := os.WriteFile(filepath.Join(dir, "supervisor.tmp"), []byte(strconv.Itoa(c.Pid())+"\n"), 0o644); err != nil {
+		return 1
+	}
+	if err := os.Rename(filepath.Join(dir, "supervisor.tmp"), filepath.Join(dir, "supervisor")); err != nil {
+		return 1
+	}
+	select {}
+}
+
+// standIn starts standInAgent with f and tasks tasks writing into dir,
+// and returns it with the pids of the supervisor and of every task
+// process, each checked alive (and running as as, when set).
+func standIn(t *testing.T, f form, dir string, as *Identity, tasks int, grace time.Duration) (*exec.Cmd, int, []int) {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	agent := exec.Command(self, standInArg)
+	agent.Env = append(os.Environ(), "SUPERVISOR="+f.path, "LEAD="+strings.Join(f.lead, ""), "GRACE="+grace.String(),
+		"DIR="+dir, "TASKS="+strconv.Itoa(tasks))
+	if as != nil {
+		agent.Env = append(agent.Env, "AS_DIR="+as.Dir)
+	}
+	// A file, not a pipe: the tasks inherit it, and Wait would wait for
+	// them to close a pipe.
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	require.NoError(t, err)
+	defer stderr.Close()
+	agent.Stderr = stderr
+	require.NoError(t, agent.Start())
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	sup := proctest.PidFromFile(t, filepath.Join(dir, "supervisor"))
+	t.Cleanup(func() { _ = syscall.Kill(sup, syscall.SIGKILL) })
+	var pids []int
+	for i := range tasks {
+		for _, name := range []string{"leader", "stubborn", "child", "grandchild"} {
+			pid := proctest.PidFromFile(t, filepath.Join(dir, fmt.Sprintf("%d-%s", i, name)))
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			require.False(t, proctest.Gone(pid), "%d-%s (pid %d) runs", i, name, pid)
+			if as != nil {
+				fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+				require.NoError(t, err)
+				require.Equal(t, uint32(as.UID), fi.Sys().(*syscall.Stat_t).Uid, "pid %d runs as the task's user", pid)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	logged, err := os.ReadFile(stderr.Name())
+	require.NoError(t, err)
+	require.Empty(t, string(logged))
+	return agent, sup, pids
+}
+
+// awaitGone waits until each pid is gone or deadline passes, and returns
+// those still alive.
+func awaitGone(pids []int, deadline time.Time) []int {
+	var live []int
 	for _, pid := range pids {
 		for !proctest.Gone(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		assert.True(t, proctest.Gone(pid), "task process %d still alive %s after its agent died (kill-grace %s)",
-			pid, time.Since(killed).Round(time.Millisecond), grace)
-	}
-	t.Logf("task tree %v gone %s after kill -9 of its agent (kill-grace %s)", pids, time.Since(killed).Round(time.Millisecond), grace)
-}
-
-// TestSupervisorReportsExactWaitStatus starts each form as the agent
-// does, with the status pipe as descriptor 3, and reads back what the
-// task's leader did: its exit code, or the signal that killed it, and the
-// supervisor's own exit code derived from it.
-func TestSupervisorReportsExactWaitStatus(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		script string
-		want   Kind
-		n      int
-		exit   int
-	}{
-		{"exit 0", KindExited, 0, 0},
-		{"exit 3", KindExited, 3, 3},
-		{"kill -KILL $$", KindSignaled, int(syscall.SIGKILL), 128 + int(syscall.SIGKILL)},
-	}
-	for _, f := range forms(t) {
-		for _, c := range cases {
-			lines, exit := supervise(t, f, "sh", "-c", c.script)
-			require.Len(t, lines, 2, "%s %q: %v", f.name, c.script, lines)
-			assert.Equal(t, KindStarted, lines[0].Kind)
-			assert.Positive(t, lines[0].N, "the leader's pid")
-			assert.Equal(t, Status{Kind: c.want, N: c.n, Text: strconv.Itoa(c.n)}, lines[1], "%s %q", f.name, c.script)
-			assert.Equal(t, c.exit, exit, "%s %q: the supervisor's exit code", f.name, c.script)
+		if !proctest.Gone(pid) {
+			live = append(live, pid)
 		}
-		lines, exit := supervise(t, f, filepath.Join(t.TempDir(), "no-such-program"))
-		require.Len(t, lines, 1, "%s: %v", f.name, lines)
-		assert.Equal(t, KindStartFailed, lines[0].Kind)
-		assert.Contains(t, lines[0].Text, "no such file or directory")
-		assert.Equal(t, ExitNoExec, exit, f.name)
+	}
+	return live
+}
+
+// TestSupervisorKillsTaskTreesWhenAgentDies SIGKILLs an agent (the
+// stand-in) with two tasks running under its one supervisor, each with a
+// child, a grandchild and a child that ignores SIGTERM. Every process of
+// both trees must be gone within kill-grace + 1 s (the SIGTERM-ignoring
+// ones by the SIGKILL that follows the grace), and the supervisor too.
+// Without a supervisor, tasks ran with Setpgid only and all lived on.
+func TestSupervisorKillsTaskTreesWhenAgentDies(t *testing.T) {
+	t.Parallel()
+	for _, f := range forms(t) {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			killTreesWithAgent(t, f, nil)
+		})
 	}
 }
 
-// supervise runs command under f with this process as the agent and
-// returns the status lines and the supervisor's exit code.
-func supervise(t *testing.T, f form, command ...string) ([]Status, int) {
-	t.Helper()
-	return superviseAs(t, f, nil, nil, command...)
+// TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies is the guarantee
+// above for tasks that run as another user: the supervisor, still the
+// agent's user, kills trees it does not own.
+func TestSupervisorKillsAnotherUsersTaskTreeWhenAgentDies(t *testing.T) {
+	t.Parallel()
+	for _, f := range forms(t) {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			killTreesWithAgent(t, f, nobody(t))
+		})
+	}
 }
 
-// superviseAs is supervise with an identity and extra environment.
-func superviseAs(t *testing.T, f form, as *Identity, env []string, command ...string) ([]Status, int) {
-	t.Helper()
-	r, w, err := os.Pipe()
+func killTreesWithAgent(t *testing.T, f form, as *Identity) {
+	dir := t.TempDir()
+	if as != nil {
+		dir = as.Dir // the tasks write their pid files there
+	}
+	const grace = 500 * time.Millisecond
+	agent, sup, pids := standIn(t, f, dir, as, 2, grace)
+	require.NoError(t, agent.Process.Kill())
+	killed := time.Now()
+	_ = agent.Wait()
+	live := awaitGone(append(pids, sup), killed.Add(grace+time.Second))
+	assert.Empty(t, live, "of task processes %v and supervisor %d, these are still alive %s after kill -9 of their agent (kill-grace %s)",
+		pids, sup, time.Since(killed).Round(time.Millisecond), grace)
+	t.Logf("task trees %v and supervisor %d gone %s after kill -9 of their agent (kill-grace %s)",
+		pids, sup, time.Since(killed).Round(time.Millisecond), grace)
+}
+
+// TestSupervisorKilledEndsItsTasksStreams SIGKILLs the supervisor while
+// a task runs: the task's channel closes without a last line, its Err
+// says the supervisor was killed by SIGKILL, and the next Start fails
+// with ErrExited. The task's tree outlives it (it lost its subreaper):
+// the agent kills it (package agent, TestSupervisorKilledTaskGroupDies).
+func TestSupervisorKilledEndsItsTasksStreams(t *testing.T) {
+	t.Parallel()
+	c := startClient(t, forms(t)[0], time.Second)
+	outR, outW, err := os.Pipe()
 	require.NoError(t, err)
-	cmd := exec.Command(f.path, append(append([]string{}, f.lead...), Args(os.Getpid(), time.Second, as, command)...)...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.ExtraFiles = []*os.File{w}
-	require.NoError(t, cmd.Start())
-	_ = w.Close()
-	var lines []Status
-	for s := range ReadStatus(r) {
-		lines = append(lines, s)
-	}
-	err = cmd.Wait()
+	defer outR.Close()
+	tk, err := c.Start(Request{Argv: []string{"sleep", "300"}, Env: os.Environ(), Stdout: outW, Stderr: outW})
+	_ = outW.Close()
+	require.NoError(t, err)
+	first := <-tk.Status
+	require.Equal(t, KindStarted, first.Kind)
+	t.Cleanup(func() { _ = syscall.Kill(-first.N, syscall.SIGKILL) })
+	require.NoError(t, syscall.Kill(c.Pid(), syscall.SIGKILL))
+	_, open := <-tk.Status
+	assert.False(t, open, "the task's channel closes without a last line")
 	var ee *exec.ExitError
-	if err != nil {
-		require.ErrorAs(t, err, &ee)
-		return lines, ee.ExitCode()
+	require.ErrorAs(t, tk.Err(), &ee)
+	assert.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal())
+	assert.ErrorIs(t, tk.Err(), ErrExited)
+	assert.False(t, proctest.Gone(first.N), "the task outlives its supervisor: the agent kills it")
+	_, err = c.Start(Request{Argv: []string{"true"}, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr})
+	assert.ErrorIs(t, err, ErrExited)
+}
+
+// TestSupervisorStopsOnSIGTERM: a SIGTERM to the supervisor kills every
+// task's group and reports each leader's status (killed by SIGTERM), and
+// the supervisor exits with ExitStopped.
+func TestSupervisorStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	c := startClient(t, forms(t)[0], 5*time.Second)
+	var tasks []*Task
+	for range 2 {
+		tk, err := c.Start(Request{Argv: []string{"sleep", "300"}, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr})
+		require.NoError(t, err)
+		require.Equal(t, KindStarted, (<-tk.Status).Kind)
+		tasks = append(tasks, tk)
 	}
-	return lines, 0
+	require.NoError(t, syscall.Kill(c.Pid(), syscall.SIGTERM))
+	for _, tk := range tasks {
+		var got []string
+		for s := range tk.Status {
+			got = append(got, fmt.Sprintf("%s %d", s.Kind, s.N))
+		}
+		assert.Equal(t, []string{fmt.Sprintf("signaled %d", syscall.SIGTERM)}, got)
+	}
+	<-c.Done()
+	var ee *exec.ExitError
+	require.ErrorAs(t, c.Err(), &ee)
+	assert.Equal(t, ExitStopped, ee.ExitCode())
 }
 
 // TestSupervisorRejectsBadArguments checks each rule is named, by both
-// forms, on stderr and on the status pipe.
+// forms, on stderr.
 func TestSupervisorRejectsBadArguments(t *testing.T) {
 	t.Parallel()
 	pid := strconv.Itoa(os.Getpid())
 	for _, f := range forms(t) {
 		for want, args := range map[string][]string{
-			"--parent-pid: must be a pid greater than 0":  {"--kill-grace", "1s", "--", "true"},
-			"--kill-grace: must not be negative":          {"--parent-pid", pid, "--kill-grace", "-1s", "--", "true"},
-			"no command after --":                         {"--parent-pid", pid, "--"},
-			"invalid value \"soon\" for flag -kill-grace": {"--parent-pid", pid, "--kill-grace", "soon", "--", "true"},
-			"--uid: must be a uid greater than 0":         {"--parent-pid", pid, "--uid", "0", "--gid", "0", "--dir", "/", "--", "true"},
-			"--gid: required with --uid":                  {"--parent-pid", pid, "--uid", "65534", "--dir", "/", "--", "true"},
-			"--dir: required with --uid":                  {"--parent-pid", pid, "--uid", "65534", "--gid", "65534", "--", "true"},
-			"--groups: \"1,x\" must be a comma-separated": {"--parent-pid", pid, "--uid", "65534", "--gid", "65534", "--dir", "/", "--groups", "1,x", "--", "true"},
+			"--parent-pid: must be a pid greater than 0":  {"--kill-grace", "1s"},
+			"--kill-grace: must not be negative":          {"--parent-pid", pid, "--kill-grace", "-1s"},
+			"unexpected argument \"true\"":                {"--parent-pid", pid, "--", "true"},
+			"invalid value \"soon\" for flag -kill-grace": {"--parent-pid", pid, "--kill-grace", "soon"},
 		} {
 			out, err := exec.Command(f.path, append(append([]string{}, f.lead...), args...)...).CombinedOutput()
 			var ee *exec.ExitError
@@ -267,33 +470,63 @@ func TestSupervisorRejectsBadArguments(t *testing.T) {
 	}
 }
 
-// TestArgsRoundTrip checks that what the agent builds is what the
-// supervisor parses, a command that looks like flags included.
-func TestArgsRoundTrip(t *testing.T) {
+// TestRequestRoundTrip checks that what the agent sends is what the
+// supervisor decodes, arguments that look like fields included, and that
+// a bad identity is refused naming its field.
+func TestRequestRoundTrip(t *testing.T) {
 	t.Parallel()
-	command := []string{"sh", "-c", "echo --parent-pid 1", "--kill-grace", "--uid", "0", "--"}
-	o, err := parseArgs(Args(4242, 1500*time.Millisecond, nil, command))
+	argv := []string{"sh", "-c", "echo start 1 -1", "", "--uid", "0", "\n"}
+	env := []string{"A=1", "B=x\ny", "EMPTY="}
+	for _, as := range []*Identity{nil, {UID: 1001, GID: 1002, Groups: []int{1002, 27}, Dir: "/tmp/w"}, {UID: 7, GID: 0, Dir: "/"}} {
+		b, err := Request{Argv: argv, Env: env, As: as}.encode(42)
+		require.NoError(t, err)
+		r, err := decodeRequest(b[4:])
+		require.NoError(t, err)
+		assert.Equal(t, request{id: 42, as: as, argv: argv, env: env}, r)
+	}
+	b, err := Request{Argv: []string{"true"}}.encode(1)
 	require.NoError(t, err)
-	assert.Equal(t, options{parent: 4242, grace: 1500 * time.Millisecond, argv: command}, o)
-	as := &Identity{UID: 1001, GID: 1002, Groups: []int{1002, 27}, Dir: "/tmp/w"}
-	o, err = parseArgs(Args(4242, time.Second, as, command))
+	r, err := decodeRequest(b[4:])
 	require.NoError(t, err)
-	assert.Equal(t, options{parent: 4242, grace: time.Second, as: as, argv: command}, o)
+	assert.Empty(t, r.env)
+	_, err = Request{Argv: []string{"a\x00b"}}.encode(1)
+	assert.ErrorContains(t, err, "holds a NUL byte")
+	_, err = Request{}.encode(1)
+	assert.ErrorContains(t, err, "empty command")
+	for want, as := range map[string]*Identity{
+		"uid: must be greater than 0":  {UID: 0, GID: 0, Dir: "/"},
+		"dir: required with uid":       {UID: 5, GID: 5, Dir: "rel"},
+		"gid: required with uid":       {UID: 5, GID: -2, Dir: "/"},
+		"groups: \"-3\" must be a com": {UID: 5, GID: 5, Groups: []int{-3}, Dir: "/"},
+	} {
+		b, err := Request{Argv: []string{"true"}, As: as}.encode(9)
+		require.NoError(t, err)
+		_, err = decodeRequest(b[4:])
+		assert.ErrorContains(t, err, "request 9: "+want)
+	}
 }
 
-// TestReadStatusDropsUnparsableLines feeds ReadStatus what a supervisor
-// writes, a line cut short and one of an unknown number among them.
-func TestReadStatusDropsUnparsableLines(t *testing.T) {
+// TestParseStatusDropsUnparsableLines feeds parseStatus what a
+// supervisor writes, a line cut short and one of an unknown number among
+// them.
+func TestParseStatusDropsUnparsableLines(t *testing.T) {
 	t.Parallel()
-	in := "started 41\nstart_failed exec: \"x\": not found\nexited x\nsignaled 9\nleftover 41\nexit"
+	in := "started 1 41\nstart_failed 2 exec: \"x\": not found\nexited 1 x\nsignaled 1 9\nleftover 3 41\nbogus 1 1\nexited x 1\nexit"
 	var got []Status
-	for s := range ReadStatus(io.NopCloser(strings.NewReader(in))) {
-		got = append(got, s)
+	for _, l := range strings.Split(in, "\n") {
+		if s, ok := parseStatus(l); ok {
+			got = append(got, s)
+		}
 	}
 	assert.Equal(t, []Status{
-		{Kind: KindStarted, N: 41, Text: "41"},
-		{Kind: KindStartFailed, Text: `exec: "x": not found`},
-		{Kind: KindSignaled, N: 9, Text: "9"},
-		{Kind: KindLeftover, N: 41, Text: "41"},
+		{ID: 1, Kind: KindStarted, N: 41},
+		{ID: 2, Kind: KindStartFailed, Text: `exec: "x": not found`},
+		{ID: 1, Kind: KindSignaled, N: 9},
+		{ID: 3, Kind: KindLeftover, N: 41},
 	}, got)
+	for _, s := range got {
+		back, ok := parseStatus(strings.TrimSuffix(s.line(), "\n"))
+		assert.True(t, ok)
+		assert.Equal(t, s, back)
+	}
 }

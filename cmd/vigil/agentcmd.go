@@ -93,7 +93,7 @@ func newAgentCmd() *cobra.Command {
 	f.DurationVar(&killGrace, "kill-grace", agent.DefaultKillGrace,
 		"SIGTERM to SIGKILL delay when a task's process group is killed, also when the agent itself dies")
 	f.StringVar(&superv, "supervisor", "",
-		"task supervisor program, run as PROGRAM --parent-pid ... -- COMMAND (default: "+supervisor.ProgramName+
+		"task supervisor program, started once as PROGRAM --parent-pid PID --kill-grace D (default: "+supervisor.ProgramName+
 			" beside this binary, else this binary's own "+supervisor.Subcommand+")")
 	f.StringSliceVar(&envAllow, "task-env-allow", agent.DefaultTaskEnvAllowList(),
 		"variables of the agent's environment that tasks inherit, comma-separated; NAME* is a prefix; VIGIL_* is refused (docs/task-environment.md)")
