@@ -83,20 +83,25 @@
 //
 // # Process groups and the supervisor
 //
-// Every task runs under a supervisor (package agent/supervisor:
-// vigil-supervise, or `vigil __supervise`; Config.SupervisorPath), which
-// starts the command in its own process group and reports its pid and its exact wait status (exit code or
-// signal), or why it could not start, on a status pipe. Killing a task
-// (execution timeout, a stop order from the control plane, the drain
-// deadline) signals the whole group: SIGTERM, then SIGKILL after
-// Config.KillGrace. When the leader exits on its own, the supervisor kills
-// whatever it left in its group the same way, so a task cannot leak
-// processes; the outcome is still the leader's exit status. When the agent
-// dies, even by SIGKILL, the supervisor notices (PR_SET_PDEATHSIG, checked
-// against getppid and polled) and kills the group the same way, so a
-// crashed agent's tasks never run beside their retries. Waiting never
-// hangs on a descendant that keeps stdout open: os/exec's WaitDelay closes
-// the pipes 5 s after the supervisor exits.
+// Every task runs under the agent's supervisor (package agent/supervisor:
+// vigil-supervise, or `vigil __supervise`; Config.SupervisorPath), one
+// long-lived process the agent starts at its first task and again after it
+// exits, and sends each task to over a Unix socket
+// (adr/0035-one-supervisor-per-agent.md). It starts each command in its
+// own process group and reports its pid and its exact wait status (exit
+// code or signal), or why it could not start. Killing a task (execution
+// timeout, a stop order from the control plane, the drain deadline)
+// signals the whole group: SIGTERM, then SIGKILL after Config.KillGrace.
+// When the leader exits on its own, the supervisor kills whatever it left
+// in its group the same way before it reports the status, so a task cannot
+// leak processes; the outcome is still the leader's exit status. When the
+// agent dies, even by SIGKILL, the supervisor sees its socket's end of
+// file (backed by a poll of getppid) and kills every task's group the same
+// way, so a crashed agent's tasks never run beside their retries. When the
+// supervisor dies first, the agent kills each running task's group itself
+// before it reports the attempt failed with the supervisor's signal.
+// Waiting never hangs on a descendant that keeps stdout open: the agent
+// stops reading its pipes a bounded idle time after the exit (outPipe).
 //
 // Zombies count as group members for kill(2). Where PID 1 does not reap
 // orphans (some containers), a killed group can look alive until its grace
