@@ -5,7 +5,9 @@
 // (covered / all, percent), then every mutant that lived with its place.
 // It counts the per-file mutations itself: gremlins' own totals also
 // count the files its --exclude-files left out. Reports given the same
-// NAME are one target (the store's, run once per decision file).
+// NAME are one target (run once per file). A NOT COVERED + that joins
+// strings is counted NOT VIABLE (see stringConcats); -root names the
+// module's directory, under which target NAME's files are NAME/FILE.
 //
 // Usage: mutationscore -efficacy 90 -coverage 90 NAME=FILE.json ...
 // Exit status 1 when a target is below either threshold, 2 on bad input.
@@ -16,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -63,6 +66,7 @@ func (t tally) String() string {
 func main() {
 	eff := flag.Float64("efficacy", 90, "the least efficacy a target may have, percent")
 	cov := flag.Float64("coverage", 90, "the least mutant coverage a target may have, percent")
+	root := flag.String("root", ".", "the module's directory; a target NAME's files are under ROOT/NAME")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: mutationscore [-efficacy P] [-coverage P] NAME=FILE.json ...")
@@ -70,6 +74,7 @@ func main() {
 	}
 	total := tally{}
 	targets := map[string]tally{}
+	concatsOf := map[string]int{} // NOT COVERED string + counted NOT VIABLE
 	var names, lived []string
 	for _, arg := range flag.Args() {
 		name, path, ok := strings.Cut(arg, "=")
@@ -94,7 +99,21 @@ func main() {
 			names = append(names, name)
 		}
 		for _, f := range r.Files {
+			var concats map[string]bool
 			for _, m := range f.Mutations {
+				if m.Status == "NOT COVERED" && m.Type == "ARITHMETIC_BASE" {
+					if concats == nil {
+						src := filepath.Join(*root, name, f.FileName)
+						if concats, err = stringConcats(src); err != nil {
+							fmt.Fprintf(os.Stderr, "mutationscore: target %s: %v\n", name, err)
+							os.Exit(2)
+						}
+					}
+					if concats[posKey(m.Line, m.Column)] {
+						m.Status = "NOT VIABLE"
+						concatsOf[name]++
+					}
+				}
 				t[m.Status]++
 				total[m.Status]++
 				if m.Status == "LIVED" {
@@ -107,6 +126,9 @@ func main() {
 	for _, name := range names {
 		t := targets[name]
 		fmt.Printf("%-7s %s\n", name, t)
+		if n := concatsOf[name]; n > 0 {
+			fmt.Printf("        (%d of the not viable: a + joining strings, which gremlins reported NOT COVERED)\n", n)
+		}
 		if t.efficacy() < *eff || t.coverage() < *cov {
 			below = true
 		}
