@@ -87,8 +87,7 @@ select_tests() {
       awk 'NR == FNR {b[$1]; next} ($1 in b) && $NF > 0 {hit = 1} END {exit !hit}' "$out/blocks" "$out/cov-$target/$t" && sel+=("$t")
     done
     echo "   $f.go: ${#sel[@]} of $all tests"
-    local IFS='|'
-    echo "^(${sel[*]})\$" >"$out/$target-$f.run"
+    (IFS='|'; echo "^(${sel[*]})\$") >"$out/$target-$f.run"
   done
 }
 
