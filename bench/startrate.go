@@ -54,16 +54,28 @@ func startRate(ctx context.Context, workers int, d time.Duration) (float64, erro
 }
 
 // liteStartRate prints the process-start rate at Lite's concurrency
-// (agents × capacity) under the key start_rate, which the Lite burn-down
-// is divided by.
-func (e *env) liteStartRate(ctx context.Context) error {
+// (agents × capacity) under key; when says when it was measured.
+func (e *env) liteStartRate(ctx context.Context, key, when string) error {
 	workers := e.cfg.LiteAgents * e.cfg.LiteCapacity
-	e.progress("process-start rate", "workers", workers, "for", startRateFor)
+	e.progress("process-start rate", "workers", workers, "for", startRateFor, "when", when)
 	r, err := startRate(ctx, workers, startRateFor)
 	if err != nil {
 		return err
 	}
-	e.out.figure("start_rate", fmt.Sprintf("process starts of `true` (%d at once)", workers), r, "starts/s",
+	e.out.figure(key, fmt.Sprintf("process starts of `true` (%d at once), %s", workers, when), r, "starts/s",
 		fmt.Sprintf("fork, exec and wait from one Go process for %s; load average %s", startRateFor, loadAverage()))
 	return nil
+}
+
+// liteStartRatio prints the mean of the start rates measured before and
+// after the Lite burn-down (key start_rate: the load of a shared machine
+// moves within a minute, and the two bracket the burn-down) and the
+// burn-down's ratio to it, issue 27's figure.
+func (e *env) liteStartRatio() {
+	b, ok1 := e.out.vals["start_rate_before"]
+	a, ok2 := e.out.vals["start_rate_after"]
+	if ok1 && ok2 {
+		e.out.figure("start_rate", "process starts of `true`, mean of both", (a+b)/2, "starts/s", "")
+	}
+	e.out.ratio("ratio Vigil lite burn-down/process starts", "lite_burn", "start_rate")
 }
