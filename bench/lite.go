@@ -29,7 +29,7 @@ const litePoll = time.Second
 // (untaken) before it started, and a steady window. queued are those
 // runs.
 func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
-	if err := e.liteStartRate(ctx, "start_rate_before", "before the burn-down"); err != nil {
+	if err := e.liteStartRate(ctx, "start_rate_before", "before"); err != nil {
 		return err
 	}
 	e.progress("lite burn-down", "runs", len(queued))
@@ -52,7 +52,7 @@ func (e *env) lite(ctx context.Context, conn *pgx.Conn, queued []int64) error {
 	if err := e.reportBurnDown(ctx, conn, "lite_burn", label, queued, want); err != nil {
 		return err
 	}
-	if err := e.liteStartRate(ctx, "start_rate_after", "after it"); err != nil {
+	if err := e.liteStartRate(ctx, "start_rate_after", "after"); err != nil {
 		return err
 	}
 	e.liteStartRatio()

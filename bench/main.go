@@ -201,9 +201,9 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// onlyLogIngest is `-only log-ingest`: the DAGs, then the log ingest
-// figure alone.
-func (e *env) onlyLogIngest(ctx context.Context) error {
+// withDAGs applies the bench's DAGs and runs phase on a connection of
+// its own: an -only phase, without the seed.
+func (e *env) withDAGs(ctx context.Context, phase func(*pgx.Conn) error) error {
 	if err := e.applyDAGs(ctx); err != nil {
 		return err
 	}
@@ -212,7 +212,13 @@ func (e *env) onlyLogIngest(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return e.logIngest(ctx, conn)
+	return phase(conn)
+}
+
+// onlyLogIngest is `-only log-ingest`: the DAGs, then the log ingest
+// figure alone.
+func (e *env) onlyLogIngest(ctx context.Context) error {
+	return e.withDAGs(ctx, func(conn *pgx.Conn) error { return e.logIngest(ctx, conn) })
 }
 
 // onlyLite is `-only lite`: the DAGs, the Lite burn-down's runs queued
@@ -220,28 +226,22 @@ func (e *env) onlyLogIngest(ctx context.Context) error {
 // process-start rate, the burn-down and its ratio to it, the stages, the
 // steady window), without the seed or any other phase.
 func (e *env) onlyLite(ctx context.Context) error {
-	if err := e.applyDAGs(ctx); err != nil {
-		return err
-	}
-	conn, err := e.conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	v, err := e.startVigil(ctx, "vigil-queue", "--agents", "0")
-	if err != nil {
-		return err
-	}
-	queued, err := trigger(ctx, v, wideDAG, runsFor(e.cfg.LiteBurnDown, wideWidth))
-	if err == nil {
-		err = v.stop(30 * time.Second)
-	}
-	if err != nil {
-		_ = v.stop(30 * time.Second)
-		return err
-	}
-	fmt.Fprintf(e.out.w, "# queued %d TIs for Lite; load average %s\n", len(queued)*wideWidth, loadAverage())
-	return e.lite(ctx, conn, queued)
+	return e.withDAGs(ctx, func(conn *pgx.Conn) error {
+		v, err := e.startVigil(ctx, "vigil-queue", "--agents", "0")
+		if err != nil {
+			return err
+		}
+		queued, err := trigger(ctx, v, wideDAG, runsFor(e.cfg.LiteBurnDown, wideWidth))
+		if err == nil {
+			err = v.stop(30 * time.Second)
+		}
+		if err != nil {
+			_ = v.stop(30 * time.Second)
+			return err
+		}
+		fmt.Fprintf(e.out.w, "# queued %d TIs for Lite; load average %s\n", len(queued)*wideWidth, loadAverage())
+		return e.lite(ctx, conn, queued)
+	})
 }
 
 // syntheticAgentLost is the agent-lost threshold of the vigil process the

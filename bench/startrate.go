@@ -62,7 +62,7 @@ func (e *env) liteStartRate(ctx context.Context, key, when string) error {
 	if err != nil {
 		return err
 	}
-	e.out.figure(key, fmt.Sprintf("process starts of `true` (%d at once), %s", workers, when), r, "starts/s",
+	e.out.figure(key, fmt.Sprintf("process starts %s (%d `true` at once)", when, workers), r, "starts/s",
 		fmt.Sprintf("fork, exec and wait from one Go process for %s; load average %s", startRateFor, loadAverage()))
 	return nil
 }
@@ -75,7 +75,7 @@ func (e *env) liteStartRatio() {
 	b, ok1 := e.out.vals["start_rate_before"]
 	a, ok2 := e.out.vals["start_rate_after"]
 	if ok1 && ok2 {
-		e.out.figure("start_rate", "process starts of `true`, mean of both", (a+b)/2, "starts/s", "")
+		e.out.figure("start_rate", "process starts, mean of both", (a+b)/2, "starts/s", "")
 	}
 	e.out.ratio("ratio Vigil lite burn-down/process starts", "lite_burn", "start_rate")
 }
