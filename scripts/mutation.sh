@@ -30,7 +30,10 @@
 # MUTATION_DRY_RUN=1 only finds and counts the mutants (no tests run per
 # mutant). MUTATION_TARGETS picks targets (default "reaper leader
 # store"), MUTATION_FILES the files (base names without .go, default all
-# of each target). See docs/reliability.md for the times measured.
+# of each target), MUTATION_REPORTS a directory to keep gremlins' JSON
+# reports in (one per file; `go run ./internal/mutationscore
+# reaper=DIR/reaper-x.json ...` scores them again). See
+# docs/reliability.md for the times measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,19 +99,24 @@ select_tests() {
 unleash() {
   local target=$1 name=$2 run=$3 g start rc
   shift 3
-  local args=(unleash --workers 1 --timeout-coefficient 3 --output "$out/${name//\//-}.json")
+  local args=(unleash --workers 1 --timeout-coefficient 5 --output "$out/${name//\//-}.json")
   [ -n "${MUTATION_DRY_RUN:-}" ] && args+=(--dry-run)
   while IFS= read -r g; do  # paths relative to the target
     [[ " $* " == *" ${g%.go} "* ]] || args+=(--exclude-files "^$g\$")
   done < <(cd "$target" && find . -name '*.go' ! -name '*_test.go' | sed 's|^\./||')
   echo "== mutation: $name"
   start=$(date +%s)
-  GOFLAGS="-run=$run" "$bin" "${args[@]}" "./$target" 2>&1 |
+  # A mutant's timeout is the coverage run's time times the coefficient.
+  # That run would reuse a cached test binary and time only the tests,
+  # while every mutant recompiles and relinks: a link flag unique to this
+  # run makes the coverage run link too, so the timeout covers a build.
+  GOFLAGS="-run=$run -ldflags=-X=main.mutationRun=$$.$start" "$bin" "${args[@]}" "./$target" 2>&1 |
     grep --line-buffered -E "LIVED|TIMED OUT|NOT COVERED|Killed:|Timed out:|Runnable:|Mutator coverage|Test efficacy|completed|rror"
   rc=${PIPESTATUS[0]}
   echo "   $name took $(($(date +%s) - start))s, gremlins exit $rc"
   [ "$rc" -eq 0 ] || failed=1
   reports+=("$target=$out/${name//\//-}.json")
+  [ -z "${MUTATION_REPORTS:-}" ] || { mkdir -p "$MUTATION_REPORTS" && cp "$out/${name//\//-}.json" "$MUTATION_REPORTS/"; }
 }
 
 for target in $targets; do
