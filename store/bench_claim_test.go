@@ -84,6 +84,9 @@ func seedBurnDown(b *testing.B) (string, []int64) {
 // then store.Claim when it found work and room). It prints TIs/s and the
 // mean milliseconds of a round and of a completion; both grow with the
 // claimed entries a burn-down leaves in the queue's indexes until vacuum.
+// It also prints the WAL bytes per TI of the claim rounds and of the
+// completions (walReader): the write work per TI, which load does not
+// move (docs/performance.md, "Each TI's write work").
 func BenchmarkClaimCompleteBurnDown(b *testing.B) {
 	rounds := map[string]func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error){
 		"look_and_claim": func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error) {
@@ -142,6 +145,7 @@ func burnDown(b *testing.B, seed func(*testing.B) (string, []int64),
 	round func(ctx context.Context, st *store.Store, agent int64) ([]store.ClaimedTask, error)) {
 	ctx := context.Background()
 	var claimT, completeT time.Duration
+	var claimWAL, completeWAL float64
 	claims, completes, done := 0, 0, 0
 	for range b.N {
 		b.StopTimer()
@@ -150,25 +154,31 @@ func burnDown(b *testing.B, seed func(*testing.B) (string, []int64),
 		if err != nil {
 			b.Fatal(err)
 		}
+		wal := walReader(b, url)
 		b.StartTimer()
 		for left := burnBacklog; left > 0; {
 			took := 0
 			for _, a := range agents {
+				w0 := wal()
 				t0 := time.Now()
 				tasks, err := round(ctx, st, a)
 				if err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
+				w1 := wal()
 				claimT += t1.Sub(t0)
+				claimWAL += w1 - w0
 				claims++
 				if len(tasks) == 0 {
 					continue
 				}
+				t2 := time.Now()
 				if err := completeAll(ctx, st, a, tasks); err != nil {
 					b.Fatal(err)
 				}
-				completeT += time.Since(t1)
+				completeT += time.Since(t2)
+				completeWAL += wal() - w1
 				completes++
 				left -= len(tasks)
 				done += len(tasks)
@@ -184,6 +194,30 @@ func burnDown(b *testing.B, seed func(*testing.B) (string, []int64),
 	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "TIs/s")
 	b.ReportMetric(float64(claimT.Microseconds())/1e3/float64(claims), "round-ms")
 	b.ReportMetric(float64(completeT.Microseconds())/1e3/float64(completes), "complete-ms")
+	b.ReportMetric(claimWAL/float64(done), "claim-WAL-B/TI")
+	b.ReportMetric(completeWAL/float64(done), "complete-WAL-B/TI")
+}
+
+// walReader returns a function that reads the server's WAL insert
+// position in bytes, on a connection of its own that writes nothing: the
+// difference around a statement is the WAL it wrote, a figure of its
+// write work that the machine's load does not move (nothing else writes
+// during the burn-down: autovacuum is off on task_instances).
+func walReader(b *testing.B, url string) func() float64 {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close(ctx) })
+	return func() float64 {
+		var pos float64
+		if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8`).Scan(&pos); err != nil {
+			b.Fatal(err)
+		}
+		return pos
+	}
 }
 
 // completeAll reports every task as a success in one batch.
