@@ -194,6 +194,10 @@ func TestNewEtcdValidatesConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/x/y", e.prefix)
 	assert.Equal(t, 2, e.ttl)
+	c.TTL = MaxElectionTTL
+	e, err = NewEtcd(c)
+	require.NoError(t, err, "the longest TTL is allowed")
+	assert.Equal(t, 300, e.ttl)
 
 	err = e.Run(context.Background(), Callbacks{})
 	assert.ErrorContains(t, err, "OnStartedLeading is required")

@@ -185,6 +185,7 @@ func TestMassSilenceConfig(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "mass-silence-fraction: 1 must be at least 0")
 	assert.Contains(t, err.Error(), "mass-silence-min-agents: 0 must be at least 1")
+	require.NoError(t, reaper.MassSilence{Fraction: 0.99, MinAgents: 1}.Validate(), "the bounds' other sides")
 
 	e, runID, agents, tasks := fleet(t)
 	var err2 error
