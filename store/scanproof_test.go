@@ -468,9 +468,17 @@ func (n planNode) walk(fn func(planNode)) {
 // PostgreSQL puts the new version of a non-HOT update on the same page
 // whenever it fits, fillfactor notwithstanding; so a page can come out of
 // the claims packed, and the first heartbeat round may have to move a row
-// or two to another page (observed: 1 of the first 1,000 updates; the
-// first batch asserts ≥ 99%). Once moved, the rows have room: the second
-// batch must be 100% HOT.
+// or two to another page (observed: 1 of the first 1,000 updates).
+//
+// Each batch asserts ≥ 99%, the second too. A prune needs a cleanup lock
+// on the page and is skipped, not waited for, while any other process
+// pins it; the likely pins in the shared test cluster, where nothing else
+// uses this database, are the checkpointer's and the background writer's
+// as they write our dirty pages out, more often the busier the cluster
+// (not proven: PostgreSQL 15 counts no skipped prunes). A full store run beside the rest of the suite (load
+// average 20) saw 996 of the second 1,000; alone it is 1,000 of 1,000.
+// What the test guards is unchanged: a heartbeat that set an indexed
+// column would make every one of its updates non-HOT (ratio near 0).
 func TestHOTHeartbeats(t *testing.T) {
 	const (
 		agents   = 10
@@ -568,7 +576,7 @@ func TestHOTHeartbeats(t *testing.T) {
 	for _, b := range []struct {
 		name   string
 		minHOT float64
-	}{{"first batch after the start", 0.99}, {"second batch", 1}} {
+	}{{"first batch after the start", 0.99}, {"second batch", 0.99}} {
 		d := obs.measure(t, url, batch)
 		ti, ag := d["task_instances"], d["agents"]
 		ratio := float64(ti.HotUpd) / float64(max(ti.Upd, 1))
