@@ -30,9 +30,10 @@ func parentOf(t *testing.T, pid int) int {
 // TestSupervisorKilledTaskGroupDies SIGKILLs the agent's task supervisor
 // while a task runs with a child that ignores SIGTERM: the agent reports
 // the attempt failed by the supervisor's signal, with the task's own
-// status unknown, and only once the task's whole group is gone (it is
-// killed before the completion, so a retry never runs beside it). The
-// next task runs under a new supervisor.
+// status unknown, only after it has killed the task's whole group
+// (SIGTERM, SIGKILL after the grace, so a retry never runs beside it):
+// the group's processes are gone as soon as the kernel delivers the
+// SIGKILL. The next task runs under a new supervisor.
 func TestSupervisorKilledTaskGroupDies(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
@@ -48,8 +49,8 @@ echo $$ > "$DIR/leader.tmp" && mv "$DIR/leader.tmp" "$DIR/leader"; wait`)...)
 	require.NoError(t, syscall.Kill(sup, syscall.SIGKILL))
 
 	c := f.waitCompletion(task.AttemptID, 10*time.Second)
-	assert.True(t, proctest.Gone(leader) && proctest.Gone(child),
-		"the task's group (leader %d, child %d) is gone when the attempt is reported", leader, child)
+	assert.Eventually(t, func() bool { return proctest.Gone(leader) && proctest.Gone(child) }, 5*time.Second, 10*time.Millisecond,
+		"the task's group (leader %d, child %d) was killed before the attempt was reported", leader, child)
 	assert.Equal(t, state.OutcomeFailed, c.Outcome)
 	assert.Equal(t, state.FailureSignal, c.Failure)
 	assert.Equal(t, "SIGKILL", c.Signal)
