@@ -235,3 +235,20 @@ func TestMassSilenceBrakeIsBypassedOnceByAForcedSweepThroughAFollower(t *testing
 	assert.Equal(t, 2.0, e.decisions("agent_lost_held"), "one request lets one pass through: the brake holds again")
 	assert.True(t, e.reapers.Brake().Engaged)
 }
+
+// A held pass is counted under its own reaper's decision, and the brake's
+// notice states the rule it applied.
+func TestMassSilenceBrakeCountsEachHeldReaperUnderItsOwnDecision(t *testing.T) {
+	t.Parallel()
+	e, _, agents, _ := fleet(t)
+	for i := 0; i < 3; i++ {
+		e.silence(agents[i], 100*time.Second)
+	}
+	e.clock.Set(e.dbNow())
+	rep, err := e.reapers.Pass(e.ctx, state.ReaperDispatchLost, e.oldTerm())
+	require.NoError(t, err)
+	assert.Contains(t, rep.GraceText(), "3 of 4 active agents went silent")
+	assert.Contains(t, rep.GraceText(), "more than 50% of at least 3")
+	assert.Equal(t, 1.0, e.decisions("dispatch_lost_held"))
+	assert.Zero(t, e.decisions("agent_lost_held"), "only dispatch-lost passed")
+}
