@@ -46,6 +46,7 @@ func TestEtcdWorkReturningWhileLeadingEndsTheTerm(t *testing.T) {
 	logs := r.logs.String()
 	assert.Regexp(t, `err="leader work of epoch \d+ returned while still leading"`, logs)
 	assert.Regexp(t, `err="leader work of epoch \d+ failed: boom"`, logs)
+	assert.Regexp(t, `err="leader work of epoch \d+ failed: boom" backoff=400ms`, logs, "the backoff doubles after each failure")
 	assert.Regexp(t, `msg="stopped leading" .*epoch=\d+ reason="leader work returned"`, logs)
 }
 

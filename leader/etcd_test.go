@@ -362,6 +362,12 @@ func TestEtcdResignHandsOverFast(t *testing.T) {
 	defer cancel()
 	require.NoError(t, old.e.Resign(ctx))
 	resigned := time.Since(start)
+	assert.False(t, old.e.Status().Leading, "Resign returns once the term has ended")
+	keys, err := admin.Get(ctx, DefaultEtcdPrefix+"/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	for _, kv := range keys.Kvs {
+		assert.NotEqual(t, old.id, string(kv.Value), "Resign returns once the key %s is gone", kv.Key)
+	}
 	next := waitLeader(t, rs, old, time.Second)
 	handover := time.Since(start)
 	t.Logf("Resign returned after %v; %s took over from %s after %v",
