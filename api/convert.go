@@ -151,7 +151,7 @@ func toRun(r store.Run) protocol.Run {
 }
 
 func toTaskInstance(t store.TaskInstance) protocol.TaskInstance {
-	return protocol.TaskInstance{ID: t.ID, RunID: t.RunID, TaskID: t.TaskID, State: string(t.State),
+	return protocol.TaskInstance{ID: t.ID, RunID: t.RunID, TaskID: t.TaskID, Ordinal: t.Ordinal, State: string(t.State),
 		Reason: string(t.Reason), Message: t.Message, TryNumber: t.TryNumber, MaxTries: t.MaxTries,
 		DispatchAttempts: t.DispatchAttempts, AttemptID: t.AttemptID, AgentID: t.AgentID, ExitCode: t.ExitCode,
 		QueuedAt: t.QueuedAt, ClaimedAt: t.ClaimedAt, StartedAt: t.StartedAt, LastHeartbeatAt: t.LastHeartbeatAt,

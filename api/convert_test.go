@@ -112,7 +112,7 @@ func TestRunDetailJSON(t *testing.T) {
 		TaskInstances: []store.TaskInstance{
 			{ID: 1, RunID: 9, TaskID: "a", State: state.TIFailed, Reason: state.ReasonExitCode, Message: "m",
 				TryNumber: 1, MaxTries: 1, AttemptID: "u", AgentID: &agent, ExitCode: &exit, EndDate: &at},
-			{ID: 2, RunID: 9, TaskID: "b", State: state.TIUpstreamFailed, MaxTries: 1},
+			{ID: 2, RunID: 9, TaskID: "b", Ordinal: 1, State: state.TIUpstreamFailed, MaxTries: 1},
 		},
 	}
 	got, err := json.Marshal(toRunDetail(store.RunPage{RunDetail: d}))
@@ -121,10 +121,10 @@ func TestRunDetailJSON(t *testing.T) {
 		"queued_at":"2026-01-02T03:04:05Z","start_date":"2026-01-02T03:04:05Z","end_date":"2026-01-02T03:04:05Z",
 		"task_counts":{"failed":1,"upstream_failed":1},
 		"task_instances":[
-		 {"id":1,"run_id":9,"task_id":"a","state":"failed","reason":"exit_code","message":"m","try_number":1,
+		 {"id":1,"run_id":9,"task_id":"a","ordinal":0,"state":"failed","reason":"exit_code","message":"m","try_number":1,
 		  "max_tries":1,"dispatch_attempts":0,"attempt_id":"u","agent_id":3,"exit_code":1,
 		  "end_date":"2026-01-02T03:04:05Z"},
-		 {"id":2,"run_id":9,"task_id":"b","state":"upstream_failed","try_number":0,"max_tries":1,
+		 {"id":2,"run_id":9,"task_id":"b","ordinal":1,"state":"upstream_failed","try_number":0,"max_tries":1,
 		  "dispatch_attempts":0}],
 		"next_cursor":null}`, string(got))
 

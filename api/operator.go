@@ -258,16 +258,19 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.RunList{Runs: runs})
 }
 
-// getRun serves a run with one page of its TIs: ?after=N (the place in
-// the DAG, from 0, of the last task already read; absent: from the start)
-// and ?limit=M (1..protocol.TIsPageMax, default protocol.TIsPageDefault).
+// getRun serves a run with one page of its TIs in task id order:
+// ?after=TASK (the task id of the last TI already read; absent: from the
+// first) and ?limit=M (1..protocol.TIsPageMax, default
+// protocol.TIsPageDefault).
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "run_id")
 	if !ok {
 		return
 	}
-	after, ok := queryOrdinal(w, r, "after")
-	if !ok {
+	after := r.URL.Query().Get("after")
+	if after != "" && !dag.ValidID(after) {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			fmt.Sprintf("query parameter after: %.60q is not a task id (the next_cursor of the previous page)", after))
 		return
 	}
 	limit, ok := queryLimit(w, r, "limit", protocol.TIsPageDefault, protocol.TIsPageMax)

@@ -12,8 +12,8 @@ import (
 )
 
 // GET /v1/runs/{id} is bounded: a run wider than a page comes a page of
-// TIs at a time, by the ordinal cursor outputs use, with the whole run's
-// counts on every page.
+// TIs at a time in task id order, by the task id cursor, each TI with its
+// place in the DAG, with the whole run's counts on every page.
 func TestGetRunPagesItsTaskInstances(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noScheduler: true})
@@ -27,33 +27,37 @@ func TestGetRunPagesItsTaskInstances(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, e.Message)
 	require.Len(t, first.TaskInstances, protocol.TIsPageDefault)
 	assert.Equal(t, tasks, first.TaskCounts["none"], "the counts are the whole run's")
+	for i := 1; i < len(first.TaskInstances); i++ {
+		require.Less(t, first.TaskInstances[i-1].TaskID, first.TaskInstances[i].TaskID, "task id order")
+	}
 	require.NotNil(t, first.NextCursor)
-	assert.Equal(t, protocol.TIsPageDefault-1, *first.NextCursor, "the ordinal of the page's last TI")
+	assert.Equal(t, first.TaskInstances[protocol.TIsPageDefault-1].TaskID, *first.NextCursor, "the task id of the page's last TI")
 
 	var rest protocol.RunDetail
-	code, e = h.call("GET", fmt.Sprintf("%s?after=%d", path, *first.NextCursor), opToken, nil, &rest)
+	code, e = h.call("GET", path+"?after="+*first.NextCursor, opToken, nil, &rest)
 	require.Equal(t, http.StatusOK, code, e.Message)
 	require.Len(t, rest.TaskInstances, tasks-protocol.TIsPageDefault)
 	assert.Nil(t, rest.NextCursor)
-	seen := map[string]bool{}
+	ordinals := map[int]string{}
 	for _, ti := range append(first.TaskInstances, rest.TaskInstances...) {
-		assert.False(t, seen[ti.TaskID], "%s twice", ti.TaskID)
-		seen[ti.TaskID] = true
+		assert.Equal(t, fmt.Sprintf("t%03d", ti.Ordinal), ti.TaskID, "the TI's place in the DAG")
+		_, twice := ordinals[ti.Ordinal]
+		assert.False(t, twice, "%s twice", ti.TaskID)
+		ordinals[ti.Ordinal] = ti.TaskID
 	}
-	assert.Len(t, seen, tasks)
+	assert.Len(t, ordinals, tasks)
 
 	var two protocol.RunDetail
-	code, e = h.call("GET", fmt.Sprintf("%s?after=10&limit=2", path), opToken, nil, &two)
+	code, e = h.call("GET", fmt.Sprintf("%s?after=%s&limit=2", path, first.TaskInstances[10].TaskID), opToken, nil, &two)
 	require.Equal(t, http.StatusOK, code, e.Message)
 	assert.Equal(t, first.TaskInstances[11:13], two.TaskInstances)
 	require.NotNil(t, two.NextCursor)
-	assert.Equal(t, 12, *two.NextCursor)
+	assert.Equal(t, first.TaskInstances[12].TaskID, *two.NextCursor)
 
 	for _, c := range []struct{ query, want string }{
 		{"limit=0", `query parameter limit: "0" must be an integer in 1..1000`},
 		{"limit=1001", `query parameter limit: "1001" must be an integer in 1..1000`},
-		{"after=-1", `query parameter after: "-1" must be an integer in 0..2147483647`},
-		{"after=x", `query parameter after: "x" must be an integer in 0..2147483647`},
+		{"after=no%20such%20id", `query parameter after: "no such id" is not a task id (the next_cursor of the previous page)`},
 	} {
 		code, e := h.call("GET", path+"?"+c.query, opToken, nil, nil)
 		assert.Equal(t, http.StatusBadRequest, code, c.query)

@@ -24,6 +24,9 @@ const (
 	apiBigDAG   = "api-big"
 	apiTag      = "api-history" // offered by no agent: nothing seeded is ever claimed
 	bigRunWidth = 10000
+	// bigRunMidTask is the task id halfway through the big run (its task
+	// ids are t0000..t9999), the cursor of a middle page of its TIs.
+	bigRunMidTask = "t4999"
 	// bigRunTraced TIs of the big run have a claimed, a started and a
 	// success event each: a few thousand events.
 	bigRunTraced = 1000
@@ -221,10 +224,10 @@ func apiReadsOf(bigRun int64) []apiRead {
 		{"GET /v1/runs?dag_id", "/v1/runs?dag_id=" + dagID},
 		{"GET /v1/runs?state=failed", "/v1/runs?state=failed"},
 		{"GET /v1/runs?dag_id&state=failed", "/v1/runs?state=failed&dag_id=" + dagID},
-		// The run's TIs come 1,000 a page (protocol.TIsPageMax): the
-		// first page, and one from the middle of the run.
+		// The run's TIs come 1,000 a page (protocol.TIsPageMax) in task id
+		// order: the first page, and one from the middle of the run.
 		{"GET /v1/runs/{id} (10,000 TIs, first page)", fmt.Sprintf("/v1/runs/%d", bigRun)},
-		{"GET /v1/runs/{id}?after=4999 (10,000 TIs, a middle page)", fmt.Sprintf("/v1/runs/%d?after=4999", bigRun)},
+		{"GET /v1/runs/{id}?after=<mid> (10,000 TIs, a middle page)", fmt.Sprintf("/v1/runs/%d?after=%s", bigRun, bigRunMidTask)},
 		{"GET /v1/runs/{id}/events (10,000 TIs)", fmt.Sprintf("/v1/runs/%d/events", bigRun)},
 		{"GET /v1/dags/{id}/grid?limit=25", "/v1/dags/" + dagID + "/grid?limit=25"},
 		{"GET /v1/at-risk", "/v1/at-risk"},

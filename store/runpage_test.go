@@ -12,11 +12,11 @@ import (
 	"github.com/vigil-sched/vigil/store"
 )
 
-// A run's TIs come a page at a time in declaration order (the DAG's task
-// order, not the tasks' names), each page's cursor the ordinal of its
-// last TI, the last page without one; the pages together are GetRun's
-// list, and every page's counts count the whole run.
-func TestGetRunPageWalksTheRunInDeclarationOrder(t *testing.T) {
+// A run's TIs come a page at a time in task id order (the run's key),
+// each page's cursor the task id of its last TI, the last page without
+// one; each TI carries its place in the DAG; the pages together are
+// GetRun's list; every page's counts count the whole run.
+func TestGetRunPageWalksTheRunByTaskID(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	e.apply(fmt.Sprintf(chainYAML, 0)) // a -> b -> c, and d: declared a, b, c, d
@@ -28,7 +28,7 @@ func TestGetRunPageWalksTheRunInDeclarationOrder(t *testing.T) {
 
 	var got []string
 	var cursors []any
-	after := -1
+	after := ""
 	for range 5 {
 		p, err := e.st.GetRunPage(e.ctx, runID, after, 2)
 		require.NoError(t, err)
@@ -44,38 +44,34 @@ func TestGetRunPageWalksTheRunInDeclarationOrder(t *testing.T) {
 		cursors = append(cursors, *p.NextCursor)
 		after = *p.NextCursor
 	}
-	assert.Equal(t, []string{"z@0", "y@1", "x@2", "w@3", "v@4"}, got)
-	assert.Equal(t, []any{1, 3, nil}, cursors)
+	assert.Equal(t, []string{"v@4", "w@3", "x@2", "y@1", "z@0"}, got)
+	assert.Equal(t, []any{"w", "y", nil}, cursors)
 
 	whole, err := e.st.GetRun(e.ctx, runID)
 	require.NoError(t, err)
-	exact, err := e.st.GetRunPage(e.ctx, runID, -1, 5)
+	exact, err := e.st.GetRunPage(e.ctx, runID, "", 5)
 	require.NoError(t, err)
-	assert.Equal(t, whole.TaskInstances, exact.TaskInstances, "one page of the run's width is GetRun's list")
+	assert.ElementsMatch(t, whole.TaskInstances, exact.TaskInstances, "one page of the run's width is GetRun's list")
 	assert.Nil(t, exact.NextCursor, "a page that ends exactly at the last TI has no next one")
 
-	past, err := e.st.GetRunPage(e.ctx, runID, 4, 2)
+	past, err := e.st.GetRunPage(e.ctx, runID, "z", 2)
 	require.NoError(t, err)
 	assert.NotNil(t, past.TaskInstances)
 	assert.Empty(t, past.TaskInstances)
 	assert.Nil(t, past.NextCursor)
 }
 
-// Bad cursors and limits are errors naming the value; a missing run is
-// ErrNotFound.
+// A bad limit is an error naming the value; a missing run is ErrNotFound.
 func TestGetRunPageRejectsBadArguments(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	e.apply(fmt.Sprintf(chainYAML, 0))
 	runID := e.trigger("chain")
-	_, err := e.st.GetRunPage(e.ctx, runID, -2, 10)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "after -2")
 	for _, limit := range []int{0, store.TIsPageMax + 1} {
-		_, err = e.st.GetRunPage(e.ctx, runID, -1, limit)
+		_, err := e.st.GetRunPage(e.ctx, runID, "", limit)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), fmt.Sprintf("limit %d must be in 1..%d", limit, store.TIsPageMax))
 	}
-	_, err = e.st.GetRunPage(e.ctx, runID+1000, -1, 10)
+	_, err := e.st.GetRunPage(e.ctx, runID+1000, "", 10)
 	assert.True(t, errors.Is(err, store.ErrNotFound), "%v", err)
 }

@@ -277,11 +277,9 @@ func scanCases() []scanCase {
 			maxRows: 6 * tisPerRun * 16,
 		},
 		// The cascade deletes exactly the TIs of the pruned runs, found
-		// through a run_id key: ti_run_ordinal_idx (run_id, ordinal), the
-		// narrower of the two since migration 028, where it was the
-		// (run_id, task_id) key.
+		// through the (run_id, task_id) key.
 		scanCase{name: "PruneRuns/10runs", work: pruneWork(false, 30*24*time.Hour, prunableRuns),
-			maxRows: prunableRuns * tisPerRun, uses: []string{"ti_run_ordinal_idx"}},
+			maxRows: prunableRuns * tisPerRun, uses: []string{"task_instances_run_id_task_id_key"}},
 		// The unlink updates exactly the TIs that named the pruned agents,
 		// found through ti_agent_idx.
 		scanCase{name: "PruneAgents/10agents", work: pruneWork(true, 30*24*time.Hour, prunableAgents),

@@ -9,6 +9,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -209,32 +211,40 @@ func (c *Client) ListRuns(ctx context.Context, state, dagID string, limit int) (
 }
 
 // GetRun returns a run with every one of its task instances, in
-// declaration order, reading page after page of protocol.TIsPageMax
-// (GetRunPage) until the last. The run's fields are the first page's;
-// NextCursor is nil. Errors: those of GetRunPage, or an error naming
-// the cursor when the server's next_cursor does not move forward.
+// declaration order (their Ordinal), reading page after page of
+// protocol.TIsPageMax (GetRunPage, task id order) until the last. The
+// run's fields are the first page's; NextCursor is nil. Errors: those of
+// GetRunPage, or an error naming the cursor when the server's
+// next_cursor repeats the page's after.
 func (c *Client) GetRun(ctx context.Context, id int64) (protocol.RunDetail, error) {
 	var first protocol.RunDetail
-	tis, err := followCursor(runPath(id), -1, func(after int) ([]protocol.TaskInstance, *int, error) {
-		page, err := c.GetRunPage(ctx, id, after, protocol.TIsPageMax)
-		if after < 0 {
-			first = page
-		}
-		return page.TaskInstances, page.NextCursor, err
-	})
+	read := false
+	tis, err := followCursor(runPath(id), "", func(next, after string) bool { return next != after },
+		func(after string) ([]protocol.TaskInstance, *string, error) {
+			page, err := c.GetRunPage(ctx, id, after, protocol.TIsPageMax)
+			if !read {
+				first, read = page, true
+			}
+			return page.TaskInstances, page.NextCursor, err
+		})
+	slices.SortFunc(tis, func(a, b protocol.TaskInstance) int { return cmp.Compare(a.Ordinal, b.Ordinal) })
 	first.TaskInstances, first.NextCursor = tis, nil
 	return first, err
 }
 
 // GetRunPage returns a run with one page of its task instances (GET
-// /v1/runs/{id}): those after the task at place after in the DAG (from
-// 0; -1 reads from the start), in declaration order. A limit ≤ 0 leaves
-// the page size to the server (protocol.TIsPageDefault), and one above
-// protocol.TIsPageMax is an *APIError with status 400. The page's
-// NextCursor is the after of the next page, nil on the last one.
-func (c *Client) GetRunPage(ctx context.Context, id int64, after, limit int) (protocol.RunDetail, error) {
+// /v1/runs/{id}): those whose task id sorts after after ("" reads from
+// the first), in task id order. A limit ≤ 0 leaves the page size to the
+// server (protocol.TIsPageDefault), and one above protocol.TIsPageMax is
+// an *APIError with status 400. The page's NextCursor is the after of the
+// next page, nil on the last one.
+func (c *Client) GetRunPage(ctx context.Context, id int64, after string, limit int) (protocol.RunDetail, error) {
+	q := pageQuery(-1, limit)
+	if after != "" {
+		q.Set("after", after)
+	}
 	var out protocol.RunDetail
-	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id), pageQuery(int64(after), limit)), nil, &out)
+	err := c.Do(ctx, http.MethodGet, withQuery(runPath(id), q), nil, &out)
 	return out, err
 }
 
@@ -253,10 +263,11 @@ func pageQuery(after int64, limit int) url.Values {
 
 // followCursor reads page after page from after with fetch, which
 // returns a page's items and its next cursor (nil on the last page),
-// and returns every item in order. A next cursor that does not move past
-// the page's after is an error naming path, which would otherwise loop
-// for ever; the items read so far come with any error.
-func followCursor[T any, C int | int64](path string, after C, fetch func(after C) ([]T, *C, error)) ([]T, error) {
+// and returns every item in order. A next cursor that forward says does
+// not move on from the page's after is an error naming path, which would
+// otherwise loop for ever; the items read so far come with any error.
+func followCursor[T any, C any](path string, after C, forward func(next, after C) bool,
+	fetch func(after C) ([]T, *C, error)) ([]T, error) {
 	var all []T
 	for {
 		items, next, err := fetch(after)
@@ -267,12 +278,15 @@ func followCursor[T any, C int | int64](path string, after C, fetch func(after C
 		if next == nil {
 			return all, nil
 		}
-		if *next <= after {
-			return all, fmt.Errorf("GET %s: next_cursor %d does not move past after=%d", path, *next, after)
+		if !forward(*next, after) {
+			return all, fmt.Errorf("GET %s: next_cursor %v does not move past after=%v", path, *next, after)
 		}
 		after = *next
 	}
 }
+
+// increases is followCursor's forward for numeric cursors.
+func increases[C int | int64](next, after C) bool { return next > after }
 
 // RunEventsPage returns one page of the run's events (GET
 // /v1/runs/{id}/events): those with an id above after, oldest first, at
@@ -296,7 +310,7 @@ func (c *Client) RunEventsPage(ctx context.Context, id, after int64, limit int) 
 // with a next_cursor that does not move past the page's after (which
 // would otherwise loop for ever).
 func (c *Client) RunEvents(ctx context.Context, id, after int64, pageSize int) ([]protocol.Event, error) {
-	return followCursor(runPath(id)+"/events", after, func(after int64) ([]protocol.Event, *int64, error) {
+	return followCursor(runPath(id)+"/events", after, increases[int64], func(after int64) ([]protocol.Event, *int64, error) {
 		page, err := c.RunEventsPage(ctx, id, after, pageSize)
 		return page.Events, page.NextCursor, err
 	})
@@ -438,7 +452,7 @@ func withQuery(path string, q url.Values) string {
 // an error naming the cursor when the server replies with a next_cursor
 // that does not move on.
 func (c *Client) RunOutputs(ctx context.Context, id int64, taskID string) ([]protocol.TIOutputs, error) {
-	return followCursor(runPath(id)+"/outputs", -1, func(after int) ([]protocol.TIOutputs, *int, error) {
+	return followCursor(runPath(id)+"/outputs", -1, increases[int], func(after int) ([]protocol.TIOutputs, *int, error) {
 		q := pageQuery(int64(after), 0)
 		if taskID != "" {
 			q.Set("task_id", taskID)

@@ -241,17 +241,19 @@ func pagedServer(t *testing.T, page func(after string) any) (*Client, func() []s
 	}
 }
 
-// GetRun reads every page of the run's TIs, from the start, by the
-// ordinal cursor, and returns them as one run with no cursor left.
+// GetRun reads every page of the run's TIs (task id order, by the task id
+// cursor) and returns them as one run in declaration order (Ordinal),
+// with no cursor left.
 func TestGetRunFollowsEveryPage(t *testing.T) {
 	t.Parallel()
 	c, queries := pagedServer(t, func(after string) any {
 		page := protocol.RunDetail{Run: protocol.Run{ID: 7, DAGID: "d", TaskCounts: map[string]int{"success": 3}}}
 		switch after {
 		case "":
-			page.TaskInstances, page.NextCursor = []protocol.TaskInstance{{TaskID: "a"}, {TaskID: "b"}}, ptr(1)
-		case "1":
-			page.TaskInstances = []protocol.TaskInstance{{TaskID: "c"}}
+			page.TaskInstances = []protocol.TaskInstance{{TaskID: "a", Ordinal: 2}, {TaskID: "b", Ordinal: 0}}
+			page.NextCursor = ptr("b")
+		case "b":
+			page.TaskInstances = []protocol.TaskInstance{{TaskID: "c", Ordinal: 1}}
 		default:
 			t.Errorf("unexpected after=%q", after)
 		}
@@ -263,15 +265,15 @@ func TestGetRunFollowsEveryPage(t *testing.T) {
 	for _, ti := range d.TaskInstances {
 		ids = append(ids, ti.TaskID)
 	}
-	assert.Equal(t, []string{"a", "b", "c"}, ids)
+	assert.Equal(t, []string{"b", "c", "a"}, ids, "declaration order")
 	assert.Equal(t, "d", d.DAGID)
 	assert.Nil(t, d.NextCursor)
-	assert.Equal(t, []string{"limit=1000", "after=1&limit=1000"}, queries())
+	assert.Equal(t, []string{"limit=1000", "after=b&limit=1000"}, queries())
 
-	c2, _ := fake(t, 200, `{"id":7,"task_instances":[{"task_id":"a"}],"next_cursor":-1}`)
+	c2, _ := fake(t, 200, `{"id":7,"task_instances":[{"task_id":"a"}],"next_cursor":"a"}`)
 	_, err = c2.GetRun(context.Background(), 7)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "next_cursor -1 does not move past after=-1")
+	assert.Contains(t, err.Error(), "next_cursor a does not move past after=a")
 }
 
 // A next_cursor that does not move forward is an error, not an endless loop.

@@ -65,7 +65,9 @@ type TaskInstance struct {
 	ID     int64  `json:"id"`
 	RunID  int64  `json:"run_id"`
 	TaskID string `json:"task_id"`
-	State  string `json:"state"`
+	// Ordinal is the task's place in the DAG's declaration, from 0.
+	Ordinal int    `json:"ordinal"`
+	State   string `json:"state"`
 	// Reason is why the TI ended (a state.Reason), or, for a queued TI no
 	// live agent can take, no_matching_agent while it waits (computed at
 	// each read; Message names the missing tags).
@@ -105,18 +107,18 @@ type LateOutcome struct {
 	Message   string    `json:"message"`
 }
 
-// RunDetail is GET /v1/runs/{id}[?after=N&limit=M]: the run and one page
-// of its task instances in declaration order, at most M (default
-// TIsPageDefault, at most TIsPageMax) of those after the task at place N
-// in the DAG (from 0; absent: from the start), the cursor of GET
-// /v1/runs/{id}/outputs. TaskCounts count every TI of the run, whatever
-// the page.
+// RunDetail is GET /v1/runs/{id}[?after=TASK&limit=M]: the run and one
+// page of its task instances in task id order (the database's collation),
+// at most M (default TIsPageDefault, at most TIsPageMax) of those whose
+// task id sorts after TASK (absent: from the first). Each TI carries its
+// Ordinal, to put a whole run back in the DAG's order. TaskCounts count
+// every TI of the run, whatever the page.
 type RunDetail struct {
 	Run
 	TaskInstances []TaskInstance `json:"task_instances"`
-	// NextCursor is the after of the next page (the place of this page's
-	// last task), null on the last page.
-	NextCursor *int `json:"next_cursor"`
+	// NextCursor is the after of the next page (the task id of this
+	// page's last TI), null on the last page.
+	NextCursor *string `json:"next_cursor"`
 }
 
 // Page sizes of GET /v1/runs/{id}'s task instances, in TIs: every TI of

@@ -36,15 +36,17 @@ export async function api(method, path, body) {
   return data;
 }
 
-// getRun reads a run with every one of its task instances: GET
-// /v1/runs/{id} serves them a page at a time (ordinal cursor).
+// getRun reads a run with every one of its task instances, in the DAG's
+// order: GET /v1/runs/{id} serves them a page at a time in task id order
+// (task id cursor), each with its ordinal.
 export async function getRun(runID) {
   const run = await api("GET", `/v1/runs/${runID}?limit=1000`);
   for (let i = 0; i < 100 && run.next_cursor != null; i++) {
-    const page = await api("GET", `/v1/runs/${runID}?after=${run.next_cursor}&limit=1000`);
+    const page = await api("GET", `/v1/runs/${runID}?after=${encodeURIComponent(run.next_cursor)}&limit=1000`);
     run.task_instances.push(...page.task_instances);
     run.next_cursor = page.next_cursor;
   }
+  run.task_instances.sort((a, b) => a.ordinal - b.ordinal);
   return run;
 }
 
