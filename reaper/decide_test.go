@@ -102,3 +102,34 @@ func TestRenameFields(t *testing.T) {
 	assert.EqualError(t, RenameFields(err, name),
 		"--AgentLost: 10s must be at least 2 × the heartbeat interval (15s), i.e. ≥ 30s")
 }
+
+// TestValidateThresholdBounds: each bound is inclusive, a nanosecond past
+// it is refused naming the field, and the two-heartbeat rule applies only
+// with a heartbeat interval, at exactly twice it included.
+func TestValidateThresholdBounds(t *testing.T) {
+	fields := func(err error) []string {
+		var out []string
+		for _, fe := range FieldErrors(err) {
+			out = append(out, fe.Field)
+		}
+		return out
+	}
+	assert.NoError(t, Thresholds{AgentLost: MinThreshold, DispatchLost: MinThreshold, Orphan: MinThreshold}.Validate(0))
+	assert.NoError(t, Thresholds{AgentLost: MaxAgentLostThreshold, DispatchLost: MaxOtherThreshold, Orphan: MaxOtherThreshold}.Validate(0))
+
+	err := Thresholds{AgentLost: MinThreshold - 1, DispatchLost: MinThreshold - 1, Orphan: MinThreshold - 1}.Validate(0)
+	assert.Equal(t, []string{FieldAgentLost, FieldDispatchLost, FieldOrphan}, fields(err))
+	assert.ErrorContains(t, err, "AgentLost: 999.999999ms is outside 1s..2h0m0s")
+	err = Thresholds{AgentLost: MaxAgentLostThreshold + 1, DispatchLost: MaxOtherThreshold + 1, Orphan: MaxOtherThreshold + 1}.Validate(0)
+	assert.Equal(t, []string{FieldAgentLost, FieldDispatchLost, FieldOrphan}, fields(err))
+	assert.ErrorContains(t, err, "DispatchLost: 24h0m0.000000001s is outside 1s..24h0m0s")
+
+	ok := Thresholds{AgentLost: 30 * time.Second, DispatchLost: time.Minute, Orphan: time.Minute}
+	assert.NoError(t, ok.Validate(15*time.Second), "exactly twice the heartbeat interval")
+	short := ok
+	short.AgentLost = 30*time.Second - 1
+	err = short.Validate(15 * time.Second)
+	assert.Equal(t, []string{FieldAgentLost}, fields(err))
+	assert.ErrorContains(t, err, "must be at least 2 × the heartbeat interval (15s), i.e. ≥ 30s")
+	assert.NoError(t, short.Validate(0), "no heartbeat interval, no heartbeat rule")
+}
