@@ -132,4 +132,7 @@ func TestValidateThresholdBounds(t *testing.T) {
 	assert.Equal(t, []string{FieldAgentLost}, fields(err))
 	assert.ErrorContains(t, err, "must be at least 2 × the heartbeat interval (15s), i.e. ≥ 30s")
 	assert.NoError(t, short.Validate(0), "no heartbeat interval, no heartbeat rule")
+	negative := ok
+	negative.AgentLost = -time.Second
+	assert.Equal(t, []string{FieldAgentLost}, fields(negative.Validate(0)), "out of bounds only: no heartbeat rule without an interval")
 }
