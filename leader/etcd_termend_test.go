@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vigil-sched/vigil/internal/testlog"
 	"github.com/vigil-sched/vigil/leader/etcdtest"
@@ -83,4 +85,46 @@ func TestEtcdTermEndedByItsContextIsAShutdown(t *testing.T) {
 		t.Fatalf("Run did not return within 30s of its context's end; logs:\n%s", logs.String())
 	}
 	assert.Contains(t, logs.String(), `reason="shutting down"`)
+}
+
+// A follower whose lease is lost while it campaigns says so and campaigns
+// again on a new session, rather than failing the candidacy.
+func TestEtcdFollowerLosingItsLeaseWhileCampaigningCampaignsAgain(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	eps := etcdtest.Start(t)
+	admin := etcdtest.NewClient(t, eps)
+	r1 := startReplica(t, eps, st, "r1", fencedWork(st))
+	waitLeader(t, []*replica{r1}, nil, 30*time.Second)
+	r2 := startReplica(t, eps, st, "r2", fencedWork(st))
+	ctx := context.Background()
+	// campaigning returns r2's election key's lease once it has one
+	campaigning := func() clientv3.LeaseID {
+		resp, err := admin.Get(ctx, DefaultEtcdPrefix+"/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		for _, kv := range resp.Kvs {
+			if string(kv.Value) == "r2" {
+				return clientv3.LeaseID(kv.Lease)
+			}
+		}
+		return 0
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			require.True(t, time.Now().Before(deadline), "%s within 30s; logs of r2:\n%s", what, r2.logs.String())
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var first clientv3.LeaseID
+	until("r2 campaigns", func() bool { first = campaigning(); return first != 0 })
+	_, err := admin.Revoke(ctx, first)
+	require.NoError(t, err)
+	until("r2 notices its lost lease", func() bool {
+		return strings.Contains(r2.logs.String(), "session lease expired while campaigning; campaigning again on a new session")
+	})
+	until("r2 campaigns on a new lease", func() bool { l := campaigning(); return l != 0 && l != first })
+	assert.True(t, r1.e.Status().Leading, "r1 kept leading")
+	assert.NotContains(t, r2.logs.String(), "campaigning again after a failure", "a lost lease is not a failure")
 }
