@@ -112,6 +112,8 @@ func TestRunTimeoutCancelsTheRun(t *testing.T) {
 	rep = e.sweepAt(e.dbNow().Add(2*time.Minute), e.oldTerm())
 	require.Len(t, rep.Candidates, 1)
 	assert.Equal(t, timed, rep.Candidates[0].RunID)
+	assert.Contains(t, rep.Candidates[0].Message, "run exceeded its timeout of 1m0s (", "a running run")
+	assert.Contains(t, rep.Candidates[0].Message, " since it started)", "a running run")
 	run := e.run(timed)
 	assert.Equal(t, state.RunCancelled, run.State)
 	assert.Equal(t, state.ReasonRunTimeout, run.Reason)
