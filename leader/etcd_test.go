@@ -390,6 +390,7 @@ func TestEtcdResignHandsOverFast(t *testing.T) {
 		t.Error("OnStoppedLeading was not called")
 	}
 	assert.Contains(t, old.logs.String(), "reason=resigned")
+	assert.NotContains(t, old.logs.String(), "could not resign", "its resign succeeded")
 	// It no longer campaigns: its keys are gone, and a new Run is a no-op.
 	resp, err := admin.Get(context.Background(), DefaultEtcdPrefix+"/", clientv3.WithPrefix())
 	require.NoError(t, err)

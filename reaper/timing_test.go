@@ -33,6 +33,7 @@ func TestValidateTimingFailoverRule(t *testing.T) {
 	// Lite: one replica, no failover.
 	require.NoError(t, th(2*time.Second).ValidateTiming(Timing{HeartbeatInterval: time.Second}))
 	assert.Zero(t, Timing{HeartbeatInterval: time.Second}.FailoverMinimum())
+	assert.Zero(t, Timing{ElectionTTL: 3 * time.Second}.FailoverMinimum(), "no heartbeat interval: no failover rule")
 	// The 2 × interval rule still applies first.
 	require.ErrorContains(t, th(time.Second).ValidateTiming(Timing{HeartbeatInterval: time.Second}), "at least 2 × the heartbeat interval")
 
