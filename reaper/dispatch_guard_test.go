@@ -2,12 +2,14 @@ package reaper_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-sched/vigil/internal/testlog"
 	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 )
@@ -94,4 +96,26 @@ func TestDispatchLostNamesTagsSplitAcrossAgents(t *testing.T) {
 	assert.True(t, rep.Candidates[0].Applied)
 	assert.Contains(t, rep.Candidates[0].Message, "and no single active agent offers all of the required tags [gpu linux]")
 	assert.Equal(t, state.TIFailed, e.ti(runID, "x").State)
+}
+
+// Every applied decision is logged on the configured logger.
+func TestDecisionsAreLoggedOnTheConfiguredLogger(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	logs := &testlog.Buffer{}
+	r, err := reaper.New(reaper.Config{
+		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	require.NoError(t, err)
+	e.reapers = r
+	e.only(state.ReaperDispatchLost)
+	e.apply("dag_id: tagged\ntasks:\n  - id: x\n    command: [\"true\"]\n    tags: [special]\n")
+	runID := e.trigger("tagged")
+	e.exec(`UPDATE task_instances SET queued_at = now() - interval '10 minutes' WHERE run_id = $1`, runID)
+
+	rep := e.sweepAt(e.dbNow(), e.oldTerm())
+	require.Len(t, rep.Candidates, 1)
+	require.True(t, rep.Candidates[0].Applied)
+	assert.Contains(t, logs.String(), "decision=dispatch_lost")
 }
