@@ -89,4 +89,9 @@ func TestListErrorsAreCountedPerReaper(t *testing.T) {
 		"agent_inactive_list_error", "execution_timeout_list_error", "run_timeout_list_error"} {
 		assert.Equal(t, 1.0, testutil.ToFloat64(m.Decisions.WithLabelValues(name)), name)
 	}
+	sweeps := r.LastSweeps()
+	require.Len(t, sweeps, 6)
+	for _, sw := range sweeps {
+		assert.Equal(t, 1, sw.Errors, "%s's last sweep records its one error", sw.Reaper)
+	}
 }
