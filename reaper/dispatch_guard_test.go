@@ -119,3 +119,38 @@ func TestDecisionsAreLoggedOnTheConfiguredLogger(t *testing.T) {
 	require.True(t, rep.Candidates[0].Applied)
 	assert.Contains(t, logs.String(), "decision=dispatch_lost")
 }
+
+// A dry run lists at most one batch of dispatch-lost candidates: the
+// backlog it shows fills only what the real candidates leave.
+func TestDryRunBacklogFillsOnlyTheRestOfTheBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, err := reaper.New(reaper.Config{
+		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+		Logger: slog.New(slog.DiscardHandler), Batch: 2,
+	})
+	require.NoError(t, err)
+	e.reapers = r
+	e.only(state.ReaperDispatchLost)
+	e.apply("dag_id: mixed\nmax_active_tasks: 10\ntasks:\n  - id: gpu\n    command: [\"true\"]\n    tags: [gpu]\n" +
+		"  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n")
+	runID := e.trigger("mixed")
+	busy := e.register("busy", nil, 1) // covers a and b; nothing is claimed
+	e.exec(`UPDATE task_instances SET queued_at = now() - interval '10 minutes' WHERE run_id = $1`, runID)
+	e.exec(`UPDATE agents SET last_heartbeat_at = now() WHERE id = $1`, busy)
+	e.clock.Set(e.dbNow())
+
+	rep, err := e.reapers.DryRun(e.ctx, e.oldTerm())
+	require.NoError(t, err)
+	var lost, deferred int
+	for _, c := range rep.Candidates {
+		switch c.Decision {
+		case "dispatch_lost":
+			lost++
+		case "dispatch_lost_deferred":
+			deferred++
+		}
+	}
+	assert.Equal(t, 1, lost, "gpu: no agent offers it")
+	assert.Equal(t, 1, deferred, "one of a and b fills the batch of 2")
+}
