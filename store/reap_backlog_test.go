@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,11 +17,8 @@ import (
 // and leaves out the ones no agent could run (dispatch-lost candidates).
 func TestStaleBacklogCountsWhatAnActiveAgentCouldRun(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := store.Open(ctx, storetest.DB(t))
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.AcquireFence(ctx, 1, "test"))
+	e := newSchedEnv(t) // a store holding the fence at epoch 1
+	st, ctx := e.st, e.ctx
 	storetest.Agent(t, st, store.Registration{Name: "linux-box", Tags: []string{"linux"}, Capacity: 1})
 	spec, err := dag.Parse([]byte("dag_id: tags\nmax_active_tasks: 10\ntasks:\n" +
 		"  - id: a\n    command: [\"true\"]\n    tags: [linux]\n" +
