@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // MigrateToForTest migrates databaseURL to version (up or down) with the
@@ -66,3 +67,6 @@ const (
 	UpstreamOutputsSQL = upstreamOutputsSQL
 	RunOutputsSQL      = runOutputsSQL
 )
+
+// PoolsForTest returns the main and the heartbeat pool.
+func (s *Store) PoolsForTest() (main, heartbeat *pgxpool.Pool) { return s.pool, s.hb }

@@ -86,6 +86,15 @@ func openPools(ctx context.Context, databaseURL string, p Pools, explicit bool) 
 	if rp := cfg.ConnConfig.RuntimeParams; rp["application_name"] == "" {
 		rp["application_name"] = mainAppName
 	}
+	// A replica frozen inside a transaction of these pools (SIGSTOP, a
+	// long pause) must not keep its row and key locks: an agent's log
+	// lines inserted there, uncommitted, made every other replica's
+	// insert of the same lines wait on it for as long as it stayed
+	// frozen (e2e TestProAgentsSurviveFrozenLeader). No transaction of
+	// these pools waits on anything between its statements.
+	if rp := cfg.ConnConfig.RuntimeParams; rp["idle_in_transaction_session_timeout"] == "" {
+		rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(MainIdleInTransaction.Milliseconds(), 10)
+	}
 	hbCfg := cfg.Copy()
 	hbCfg.MaxConns = int32(p.HeartbeatConns)
 	hbCfg.MinConns = 0
@@ -98,6 +107,13 @@ func openPools(ctx context.Context, databaseURL string, p Pools, explicit bool) 
 	}
 	return main, hb, nil
 }
+
+// MainIdleInTransaction is idle_in_transaction_session_timeout of the
+// main and heartbeat pools' sessions, unless the database URL sets one:
+// PostgreSQL ends a session left idle inside a transaction that long,
+// releasing its locks. Their transactions run their statements back to
+// back, so only a frozen or broken replica reaches it.
+const MainIdleInTransaction = 5 * time.Second
 
 // mainAppName is the application_name of the main and heartbeat pools'
 // sessions, unless the database URL sets one.

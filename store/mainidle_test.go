@@ -1,0 +1,34 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
+)
+
+// The main and heartbeat pools' sessions end when left idle inside a
+// transaction for store.MainIdleInTransaction, so a frozen replica cannot
+// hold the locks of a half-done write (an agent's log lines) over every
+// other replica; a URL that sets the parameter keeps its own value.
+func TestMainSessionsEndWhenIdleInATransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.DB(t)
+	st := openWith(t, url, store.Options{})
+	main, hb := st.PoolsForTest()
+	var idle string
+	require.NoError(t, main.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout')`).Scan(&idle))
+	assert.Equal(t, "5s", idle, "main pool")
+	require.NoError(t, hb.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout')`).Scan(&idle))
+	assert.Equal(t, "5s", idle, "heartbeat pool")
+
+	own := openWith(t, url+"&idle_in_transaction_session_timeout=60000", store.Options{})
+	main, _ = own.PoolsForTest()
+	require.NoError(t, main.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout')`).Scan(&idle))
+	assert.Equal(t, "1min", idle, "the URL's own value")
+}
