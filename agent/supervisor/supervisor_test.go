@@ -451,6 +451,18 @@ func TestSupervisorStopsOnSIGTERM(t *testing.T) {
 
 // TestSupervisorRejectsBadArguments checks each rule is named, by both
 // forms, on stderr.
+// TestArgsRoundTrip: what the agent passes (Args) is what the supervisor
+// reads (parseArgs), the kill grace to the millisecond.
+func TestArgsRoundTrip(t *testing.T) {
+	t.Parallel()
+	o, err := parseArgs(Args(4242, 1500*time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, options{parent: 4242, grace: 1500 * time.Millisecond}, o)
+	o, err = parseArgs(Args(7, 0))
+	require.NoError(t, err)
+	assert.Equal(t, options{parent: 7, grace: 0}, o)
+}
+
 func TestSupervisorRejectsBadArguments(t *testing.T) {
 	t.Parallel()
 	pid := strconv.Itoa(os.Getpid())
