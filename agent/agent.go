@@ -24,7 +24,7 @@ var ErrUndelivered = errors.New("agent: results not delivered before shutdown")
 
 // Timing that is not part of Config. Tests shorten some of them.
 const (
-	defaultRequestTimeout = 15 * time.Second
+	defaultRequestTimeout = MaxRequestTimeout
 	defaultShipInterval   = 250 * time.Millisecond
 	// shipBatchLines queued lines wake the shipper before its interval;
 	// a batch takes up to shipBatchLines lines and at most shipMaxBytes

@@ -23,6 +23,7 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 	f := newFakeAPI(t)
 	hold := make(chan struct{})
 	f.holdBatch = hold
+	f.interval = 2 * time.Minute // with reqTimeout below: the held batch never times out
 	srv := f.serve()
 	var release sync.Once
 	// Before the server's own cleanup (LIFO): a test that fails while the
@@ -33,7 +34,11 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 	// waiters to end; were the agent's request to time out meanwhile, it
 	// would send the held completion again with theirs and no queue of
 	// two would ever be seen. With the test's usual 5 s timeout, 30 copies
-	// at once on 2 cores failed so (and a 1 ms timeout always does).
+	// at once on 2 cores failed so (and a 1 ms timeout always does). The
+	// timeout is also bounded by the interval the server announces: before
+	// the fake announced 2 minutes, the 15 s it announced capped this one,
+	// and CI (every package's tests at once on 2 cores) saw a waiter end
+	// only after the held request had timed out.
 	a := startAgent(t, []string{srv.URL}, func(c *Config) { c.Capacity = 3 }, func(a *Agent) { a.reqTimeout = 2 * time.Minute })
 	gate := filepath.Join(t.TempDir(), "gate")
 	first := f.enqueue(0, nil, "true")
@@ -54,8 +59,9 @@ func TestCompletionsEndingDuringABatchTravelTogether(t *testing.T) {
 		defer a.mu.Unlock()
 		return len(a.reporting) == 1 && len(a.attempts) == 2
 	}, 30*time.Second, 5*time.Millisecond, "the first task ended and its completion is in flight")
+	require.Equal(t, 2*time.Minute, a.timeout(), "the held request outlasts any wait below")
 	require.NoError(t, os.WriteFile(gate, nil, 0o644))
-	require.Eventually(t, queued(2), 30*time.Second, 5*time.Millisecond, "both waiters' completions queue behind the held batch")
+	require.Eventually(t, queued(2), 90*time.Second, 5*time.Millisecond, "both waiters' completions queue behind the held batch")
 	a.mu.Lock()
 	assert.Equal(t, 0, a.cfg.Capacity-len(a.attempts)-len(a.reporting), "no slot is free before the server answers")
 	a.mu.Unlock()

@@ -51,6 +51,9 @@ type fakeAPI struct {
 	// its closing) before it answers: a batch held in flight.
 	holdBatch chan struct{}
 	noBatches bool // serve no batch route: an older server
+	// interval, when set, is the heartbeat interval the register reply
+	// announces (15 s otherwise); with it the agent's request timeout.
+	interval time.Duration
 	logs      map[string][]protocol.LogLine
 	// logsHook, when set, sees every log batch after it is stored and
 	// before the reply; returning true closes the connection instead of
@@ -152,7 +155,11 @@ func (f *fakeAPI) register(w http.ResponseWriter, r *http.Request) any {
 	f.nextAgent++
 	f.agents[f.nextAgent] = true
 	f.registers = append(f.registers, req)
-	resp := protocol.RegisterResponse{AgentID: f.nextAgent, HeartbeatInterval: protocol.Duration(15 * time.Second), ServerTime: time.Now()}
+	interval := 15 * time.Second
+	if f.interval > 0 {
+		interval = f.interval
+	}
+	resp := protocol.RegisterResponse{AgentID: f.nextAgent, HeartbeatInterval: protocol.Duration(interval), ServerTime: time.Now()}
 	for _, at := range req.InFlight {
 		if reason, ok := f.terminate[at.AttemptID]; ok {
 			resp.Terminate = append(resp.Terminate, protocol.StopOrder{Attempt: at.Attempt, Reason: reason})

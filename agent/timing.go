@@ -27,10 +27,15 @@ func RequestTimeout(serverHeartbeatInterval time.Duration) time.Duration {
 }
 
 // timeout is the per-request timeout in effect: RequestTimeout of the
-// interval the server announced, never above a.reqTimeout (tests lower
-// the cap).
+// interval the server announced, with a.reqTimeout in place of
+// MaxRequestTimeout. In production the two are equal; tests lower the
+// cap to fail over fast, or raise it (with a longer announced interval)
+// so that a request a test holds open on purpose never times out.
 func (a *Agent) timeout() time.Duration {
-	return min(RequestTimeout(time.Duration(a.srvInterval.Load())), a.reqTimeout)
+	if srv := time.Duration(a.srvInterval.Load()); srv > 0 {
+		return min(srv, a.reqTimeout)
+	}
+	return a.reqTimeout
 }
 
 // claimContext derives the context of one claim long-poll made on the
