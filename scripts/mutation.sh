@@ -28,7 +28,9 @@
 # per test.
 #
 # MUTATION_DRY_RUN=1 only finds and counts the mutants (no tests run per
-# mutant). MUTATION_TARGETS picks targets (default "reaper leader
+# mutant). MUTATION_WORKERS is gremlins' --workers (1 by default: each
+# worker builds and runs a package's tests, and the store's tests start
+# PostgreSQL databases). MUTATION_TARGETS picks targets (default "reaper leader
 # store"), MUTATION_FILES the files (base names without .go, default all
 # of each target), MUTATION_REPORTS a directory to keep gremlins' JSON
 # reports in (one per file; `go run ./internal/mutationscore
@@ -99,7 +101,7 @@ select_tests() {
 unleash() {
   local target=$1 name=$2 run=$3 g start rc
   shift 3
-  local args=(unleash --workers 1 --timeout-coefficient 5 --output "$out/${name//\//-}.json")
+  local args=(unleash --workers "${MUTATION_WORKERS:-1}" --timeout-coefficient 5 --output "$out/${name//\//-}.json")
   [ -n "${MUTATION_DRY_RUN:-}" ] && args+=(--dry-run)
   while IFS= read -r g; do  # paths relative to the target
     [[ " $* " == *" ${g%.go} "* ]] || args+=(--exclude-files "^$g\$")
