@@ -69,6 +69,25 @@ func waitLogCount(t *testing.T, logs *testlog.Buffer, want string, n int, timeou
 		timeout, 10*time.Millisecond, "%d× %q in the log:\n%s", n, want, logs.String())
 }
 
+// retrySteps returns the attempt and backoff of the first n retry lines
+// of a text-handler log.
+func retrySteps(log string, n int) []string {
+	var steps []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, fenceRetryLog) || len(steps) == n {
+			continue
+		}
+		i := strings.Index(line, " attempt=")
+		j := strings.Index(line, " err=")
+		if i < 0 || j < i {
+			steps = append(steps, line)
+			continue
+		}
+		steps = append(steps, line[i+1:j])
+	}
+	return steps
+}
+
 func TestEtcdRetriesFenceBehindHeldLeaderTx(t *testing.T) {
 	t.Parallel()
 	url := storetest.DB(t)
@@ -108,6 +127,8 @@ func TestStaticRetriesFenceBehindHeldLeaderTx(t *testing.T) {
 	}()
 	waitLogCount(t, logs, fenceRetryLog, 3, 15*time.Second)
 	assert.False(t, s.Status().Leading)
+	assert.Equal(t, []string{"attempt=1 backoff=100ms", "attempt=2 backoff=200ms", "attempt=3 backoff=400ms"},
+		retrySteps(logs.String(), 3), "each retry counts up and doubles its backoff (from minFenceRetry)")
 
 	release()
 	require.Eventually(t, func() bool { return s.Status().Leading }, 10*time.Second, 10*time.Millisecond)
