@@ -336,6 +336,9 @@ func TestEtcdFailoverWhenLeaderSessionDies(t *testing.T) {
 				require.Eventually(t, func() bool { return old.e.leaseID() != 0 && old.e.leaseID() != lease },
 					5*time.Second, 10*time.Millisecond)
 				require.Eventually(t, func() bool { return old.e.Status().Leader == next.id }, 5*time.Second, 10*time.Millisecond)
+				// Closing the ended session revoked the lease again: etcd
+				// no longer knew it, and the failure is logged at debug.
+				assert.Contains(t, old.logs.String(), revokeFailedLog)
 			}
 			assert.Len(t, leaders(rs), 1)
 		})
@@ -344,6 +347,9 @@ func TestEtcdFailoverWhenLeaderSessionDies(t *testing.T) {
 
 // Resign (SIGTERM) hands leadership over in well under a second, and Run
 // returns nil.
+// revokeFailedLog is the debug line of a lease revoke etcd refused.
+const revokeFailedLog = `msg="etcd election: revoke lease"`
+
 func TestEtcdResignHandsOverFast(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
@@ -363,6 +369,7 @@ func TestEtcdResignHandsOverFast(t *testing.T) {
 	require.NoError(t, old.e.Resign(ctx))
 	resigned := time.Since(start)
 	assert.False(t, old.e.Status().Leading, "Resign returns once the term has ended")
+	assert.NotEqual(t, old.id, old.e.Status().Leader, "a replica that resigned no longer names itself leader")
 	keys, err := admin.Get(ctx, DefaultEtcdPrefix+"/", clientv3.WithPrefix())
 	require.NoError(t, err)
 	for _, kv := range keys.Kvs {
@@ -391,6 +398,7 @@ func TestEtcdResignHandsOverFast(t *testing.T) {
 	}
 	assert.Contains(t, old.logs.String(), "reason=resigned")
 	assert.NotContains(t, old.logs.String(), "could not resign", "its resign succeeded")
+	assert.NotContains(t, old.logs.String(), revokeFailedLog, "its lease's revoke succeeded")
 	// It no longer campaigns: its keys are gone, and a new Run is a no-op.
 	resp, err := admin.Get(context.Background(), DefaultEtcdPrefix+"/", clientv3.WithPrefix())
 	require.NoError(t, err)
