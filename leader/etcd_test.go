@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -339,6 +340,14 @@ func TestEtcdFailoverWhenLeaderSessionDies(t *testing.T) {
 				// Closing the ended session revoked the lease again: etcd
 				// no longer knew it, and the failure is logged at debug.
 				assert.Contains(t, old.logs.String(), revokeFailedLog)
+			} else {
+				// Its client closed, the old leader could not delete its
+				// key; the key goes with the lease, within the TTL. The
+				// resign runs after the work stopped and waits up to
+				// etcdCallTimeout.
+				resignFailed := regexp.MustCompile(`msg="etcd election: could not resign; the leader key goes when the lease expires" .* ttl=` + testTTL.String())
+				require.Eventually(t, func() bool { return resignFailed.MatchString(old.logs.String()) },
+					etcdCallTimeout+5*time.Second, 10*time.Millisecond, "%s", old.logs)
 			}
 			assert.Len(t, leaders(rs), 1)
 		})
