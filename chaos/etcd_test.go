@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -72,7 +74,26 @@ func TestEtcdClusterMemberFaults(t *testing.T) {
 		}
 	}
 	alone = etcdClient(t, follower.client.String())
+	// A kill ends the member's client connections at once, before its
+	// server's graceful close (which waits up to 7 s on open streams):
+	// a connection made before the stop reads EOF, not a deadline.
+	raw, err := net.Dial("tcp", follower.client.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	var readErr error
+	ec.beforeClose = func(m *etcdMember) {
+		if m != follower || readErr != nil {
+			return
+		}
+		require.NoError(t, raw.SetReadDeadline(time.Now().Add(2*time.Second)))
+		_, readErr = raw.Read(make([]byte, 1))
+		_ = raw.Close() // else Close would wait on it (its protocol never sent)
+	}
 	ec.stop(follower)
+	var ne net.Error
+	require.Error(t, readErr)
+	assert.False(t, errors.As(readErr, &ne) && ne.Timeout(),
+		"a killed member's client connection is closed before its server's graceful close: %v", readErr)
 	assert.Equal(t, etcdFollower, ec.role(follower), "a stopped member leads nothing")
 	putVia(t, others(ec, follower), "v2", "two of three members keep a quorum")
 	require.NoError(t, ec.start(follower))
