@@ -49,3 +49,38 @@ func TestOnePassReapsPageAfterPage(t *testing.T) {
 	}
 	assert.Equal(t, 7, n, "one event per reaped TI")
 }
+
+// The same for a reaper whose plans are written one at a time (the
+// orphan reaper's run finalization): a full page that landed is followed
+// by the next, so five finalizable runs with a batch of 2 all end in one
+// pass.
+func TestOnePassFinalizesOrphansPageAfterPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.only(state.ReaperOrphan)
+	var err error
+	e.reapers, err = reaper.New(reaper.Config{
+		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
+		Logger: slog.New(slog.DiscardHandler), Batch: 2,
+	})
+	require.NoError(t, err)
+	e.apply("dag_id: one\nmax_active_runs: 5\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	var runs []int64
+	for range 5 {
+		runs = append(runs, e.trigger("one"))
+	}
+	// Each left running with every TI terminal (a crash between the last
+	// completion and finalization), written after the last trigger's tick.
+	e.exec(`UPDATE task_instances SET state = 'success' WHERE run_id = ANY ($1)`, runs)
+	e.idle(runs...)
+
+	rep := e.sweepAt(e.dbNow().Add(6*time.Minute), e.oldTerm())
+	assert.Len(t, rep.Candidates, 5, "pages of 2, 2 and 1")
+	for _, c := range rep.Candidates {
+		assert.True(t, c.Applied)
+	}
+	for _, id := range runs {
+		assert.Equal(t, state.RunSuccess, e.run(id).State)
+	}
+	assert.Equal(t, 5.0, e.decisions("orphan_finalized"))
+}
