@@ -8,6 +8,7 @@ package leader
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,16 @@ func TestStaticBlockedByEtcdFenceUntilReset(t *testing.T) {
 	assert.False(t, s.Status().Leading)
 	assert.Contains(t, s.Status().FenceBlockedReason, store.FenceRefusedDomain)
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.LeaderFenceBlocked))
+	// It keeps drawing, each retry after a doubled backoff from 500 ms.
+	retry := `msg="could not take the leader epoch; retrying"`
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), retry) >= 2 }, 10*time.Second, 10*time.Millisecond)
+	var backoffs []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, retry) && len(backoffs) < 2 {
+			backoffs = append(backoffs, line[strings.LastIndex(line, " backoff=")+1:])
+		}
+	}
+	assert.Equal(t, []string{"backoff=500ms", "backoff=1s"}, backoffs)
 
 	_, _, err = st.ResetFence(ctx, "test", "moved this database from Pro to Lite")
 	require.NoError(t, err)
