@@ -194,3 +194,38 @@ func TestLateSuccessSerialisesWithDependencyResolution(t *testing.T) {
 		assert.Zero(t, r.events(t, string(state.EventTIReopened), "b"))
 	})
 }
+
+// A success of the attempt a reaper gave up on is taken late only when
+// the reaper judged its agent unreachable (agent_lost, dispatch_lost);
+// an attempt failed for another reason (here its execution timeout)
+// stays failed and the completion is refused as stale.
+func TestLateSuccessEligibilityFollowsTheReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reason   state.Reason
+		accepted bool
+	}{
+		{state.ReasonAgentLost, true},
+		{state.ReasonDispatchLost, true},
+		{state.ReasonExecutionTimeout, false},
+	} {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			t.Parallel()
+			r := newLateRace(t)
+			_, err := r.raw.Exec(r.ctx, `UPDATE task_instances SET reason = $1 WHERE run_id = $2 AND task_id = 'a'`,
+				string(tc.reason), r.runID)
+			require.NoError(t, err)
+			got, late, err := r.st.Complete(r.ctx, r.agentID, store.Completion{Attempt: r.a, Outcome: state.OutcomeSuccess})
+			if !tc.accepted {
+				var stale *store.StaleAttemptError
+				require.ErrorAs(t, err, &stale)
+				assert.Equal(t, state.TIFailed, r.ti(t, "a").State)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, late)
+			assert.Equal(t, state.TISuccess, got)
+			assert.Equal(t, state.TISuccess, r.ti(t, "a").State)
+		})
+	}
+}
