@@ -406,6 +406,7 @@ func TestEtcdResignHandsOverFast(t *testing.T) {
 		t.Error("OnStoppedLeading was not called")
 	}
 	assert.Contains(t, old.logs.String(), "reason=resigned")
+	assert.Regexp(t, `msg=leading .* ttl=`+testTTL.String(), old.logs.String(), "the term's start names its TTL")
 	assert.NotContains(t, old.logs.String(), "could not resign", "its resign succeeded")
 	assert.NotContains(t, old.logs.String(), revokeFailedLog, "its lease's revoke succeeded")
 	// It no longer campaigns: its keys are gone, and a new Run is a no-op.

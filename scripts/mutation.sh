@@ -117,6 +117,8 @@ unleash() {
   rc=${PIPESTATUS[0]}
   echo "   $name took $(($(date +%s) - start))s, gremlins exit $rc"
   [ "$rc" -eq 0 ] || failed=1
+  # A file without a mutant (leader/leader.go) gets no report.
+  [ -f "$out/${name//\//-}.json" ] || { echo "   $name: no mutant, no report"; return; }
   reports+=("$target=$out/${name//\//-}.json")
   [ -z "${MUTATION_REPORTS:-}" ] || { mkdir -p "$MUTATION_REPORTS" && cp "$out/${name//\//-}.json" "$MUTATION_REPORTS/"; }
 }
