@@ -125,12 +125,11 @@ func (r *Reapers) atRiskQueued(ctx context.Context, now time.Time, th Thresholds
 	if err != nil {
 		return err
 	}
-	activeSince := now.Add(-th.AgentLost)
 	for _, c := range stale {
 		if c.Covered {
 			continue
 		}
-		p := r.dispatchLostPlan(c, th, activeSince)
+		p := r.dispatchLostPlan(c, th, now)
 		missing := c.Missing
 		if missing == nil {
 			missing = []string{}

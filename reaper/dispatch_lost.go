@@ -45,15 +45,18 @@ func (r *Reapers) planDispatchLost(ctx context.Context, now time.Time, term Term
 	if len(stale) < r.cfg.Batch { // the pass's last page: measure the backlog once
 		r.measureBacklog(ctx, now, th)
 	}
-	activeSince := now.Add(-th.AgentLost)
 	plans := make([]plan, 0, len(stale))
 	for _, c := range stale {
-		plans = append(plans, r.dispatchLostPlan(c, th, activeSince))
+		plans = append(plans, r.dispatchLostPlan(c, th, now))
 	}
 	return plans, notice, nil
 }
 
-func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSince time.Time) plan {
+// dispatchLostPlan is the plan for one listed TI at now (the database
+// clock): report-only when an active agent covers it, else a reap whose
+// write guard (NoCoverSince) counts an agent as active when it
+// heartbeated within the agent-lost threshold of now.
+func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, now time.Time) plan {
 	cand := Candidate{
 		Reaper: state.ReaperDispatchLost, RunID: c.RunID, TIID: ptr(c.TIID), TaskID: c.TaskID, TryNumber: c.TryNumber,
 		Signal: "queued_at", SignalAt: c.QueuedAt, Age: c.Age,
@@ -78,7 +81,8 @@ func (r *Reapers) dispatchLostPlan(c store.StaleQueued, th Thresholds, activeSin
 	reap := store.Reap{
 		TIID: c.TIID, RunID: c.RunID, TaskID: c.TaskID, TryNumber: c.TryNumber,
 		State: state.TIFailed, Reason: state.ReasonDispatchLost, Message: cand.Message, EventKind: state.EventKind(cand.Decision),
-		WhereState: state.TIQueued, WhereStamp: c.QueuedAt, StampColumn: store.StampQueued, NoCoverSince: activeSince,
+		WhereState: state.TIQueued, WhereStamp: c.QueuedAt, StampColumn: store.StampQueued,
+		NoCoverSince: now.Add(-th.AgentLost),
 	}
 	return plan{Candidate: cand, reap: &reap}
 }
@@ -111,10 +115,9 @@ func (r *Reapers) dispatchBacklogPlans(ctx context.Context, now time.Time, th Th
 	if err != nil {
 		return nil, err
 	}
-	activeSince := now.Add(-th.AgentLost)
 	plans := make([]plan, 0, len(backlog))
 	for _, c := range backlog {
-		plans = append(plans, r.dispatchLostPlan(c, th, activeSince))
+		plans = append(plans, r.dispatchLostPlan(c, th, now))
 	}
 	return plans, nil
 }
