@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -228,4 +229,34 @@ func TestLateSuccessEligibilityFollowsTheReason(t *testing.T) {
 			assert.Equal(t, state.TISuccess, r.ti(t, "a").State)
 		})
 	}
+}
+
+// A completion whose write fails (here a trigger refuses its event; a
+// broken connection or a full disk would too) returns that error, never
+// *StaleAttemptError: stale is final to the agent, which would drop the
+// completion, while any other error makes it send the completion again.
+func TestACompletionWhoseWriteFailsIsNotCalledStale(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	e.apply("dag_id: one\ntasks:\n  - id: a\n    command: [\"true\"]\n")
+	_, err := e.st.TriggerRun(e.ctx, "one")
+	require.NoError(t, err)
+	_, err = e.st.ScheduleDirty(e.ctx, 1, 100)
+	require.NoError(t, err)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 1})
+	tasks, err := e.st.Claim(e.ctx, agentID, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	_, _, err = e.st.Heartbeat(e.ctx, agentID, []store.HeartbeatEntry{{Attempt: tasks[0].Attempt, Started: true}})
+	require.NoError(t, err)
+	_, err = e.raw.Exec(e.ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql
+		AS $$BEGIN RAISE EXCEPTION 'refused by the test'; END$$`)
+	require.NoError(t, err)
+	_, err = e.raw.Exec(e.ctx, `CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse()`)
+	require.NoError(t, err)
+
+	_, _, err = e.st.Complete(e.ctx, agentID, store.Completion{Attempt: tasks[0].Attempt, Outcome: state.OutcomeSuccess})
+	require.ErrorContains(t, err, "refused by the test")
+	var stale *store.StaleAttemptError
+	assert.False(t, errors.As(err, &stale), "a failed write is not a stale attempt: %v", err)
 }
