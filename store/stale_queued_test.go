@@ -1,11 +1,16 @@
 package store_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-sched/vigil/store"
+	"github.com/vigil-sched/vigil/store/storetest"
 )
 
 // ListStaleQueued returns at most limit TIs, oldest first, of the kind
@@ -37,4 +42,39 @@ func TestListStaleQueuedHonoursItsLimit(t *testing.T) {
 	covered, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Minute, 5, true)
 	require.NoError(t, err)
 	assert.Empty(t, covered)
+}
+
+// The walk goes on past pages with no TI of the kind asked for: an
+// uncovered TI queued behind a full page (staleQueuedPage, 100) of
+// covered ones is still listed.
+func TestListStaleQueuedWalksPastAPageOfTheOtherKind(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	var b strings.Builder
+	b.WriteString("dag_id: wide\nmax_active_tasks: 200\ntasks:\n")
+	for i := range 100 {
+		fmt.Fprintf(&b, "  - id: t%03d\n    command: [\"true\"]\n    tags: [linux]\n", i)
+	}
+	e.apply(b.String())
+	e.apply("dag_id: gpu\ntasks:\n  - id: g\n    command: [\"true\"]\n    tags: [gpu]\n")
+	for _, dagID := range []string{"wide", "gpu"} {
+		_, err := e.st.TriggerRun(e.ctx, dagID)
+		require.NoError(t, err)
+	}
+	_, err := e.st.ScheduleDirty(e.ctx, 1, 100)
+	require.NoError(t, err)
+	storetest.Agent(t, e.st, store.Registration{Name: "linux", Tags: []string{"linux"}, Capacity: 1})
+	_, err = e.raw.Exec(e.ctx, `UPDATE task_instances SET queued_at = CASE dag_id
+		WHEN 'wide' THEN now() - interval '1 hour' + ordinal * interval '1 s' ELSE now() - interval '30 minutes' END`)
+	require.NoError(t, err)
+	var now time.Time
+	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT now()`).Scan(&now))
+
+	covered, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Hour, 200, true)
+	require.NoError(t, err)
+	require.Len(t, covered, 100, "the linux agent covers the wide DAG's TIs")
+	uncovered, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Hour, 5, false)
+	require.NoError(t, err)
+	require.Len(t, uncovered, 1)
+	assert.Equal(t, "g", uncovered[0].TaskID)
 }
