@@ -260,3 +260,17 @@ func TestACompletionWhoseWriteFailsIsNotCalledStale(t *testing.T) {
 	var stale *store.StaleAttemptError
 	assert.False(t, errors.As(err, &stale), "a failed write is not a stale attempt: %v", err)
 }
+
+// A heartbeat that still lists an attempt the reaper gave up on gets a
+// stop order for it, with the reason, and leaves the TI as the reaper
+// left it.
+func TestHeartbeatOfAReapedAttemptOrdersItsStop(t *testing.T) {
+	t.Parallel()
+	r := newLateRace(t)
+	stops, _, err := r.st.Heartbeat(r.ctx, r.agentID, []store.HeartbeatEntry{{Attempt: r.a, Started: true}})
+	require.NoError(t, err)
+	require.Len(t, stops, 1)
+	assert.Equal(t, r.a, stops[0].Attempt)
+	assert.Equal(t, state.StopReaped, stops[0].Reason)
+	assert.Equal(t, state.TIFailed, r.ti(t, "a").State)
+}
