@@ -44,15 +44,15 @@ func TestListStaleQueuedHonoursItsLimit(t *testing.T) {
 	assert.Empty(t, covered)
 }
 
-// The walk goes on past pages with no TI of the kind asked for: an
-// uncovered TI queued behind a full page (staleQueuedPage, 100) of
-// covered ones is still listed.
+// The walks go on past full pages (staleQueuedPage, 100): an uncovered TI
+// queued behind 150 covered ones is still listed, and the backlog count
+// (StaleBacklog) counts all 150.
 func TestListStaleQueuedWalksPastAPageOfTheOtherKind(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	var b strings.Builder
 	b.WriteString("dag_id: wide\nmax_active_tasks: 200\ntasks:\n")
-	for i := range 100 {
+	for i := range 150 {
 		fmt.Fprintf(&b, "  - id: t%03d\n    command: [\"true\"]\n    tags: [linux]\n", i)
 	}
 	e.apply(b.String())
@@ -72,9 +72,13 @@ func TestListStaleQueuedWalksPastAPageOfTheOtherKind(t *testing.T) {
 
 	covered, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Hour, 200, true)
 	require.NoError(t, err)
-	require.Len(t, covered, 100, "the linux agent covers the wide DAG's TIs")
+	require.Len(t, covered, 150, "the linux agent covers the wide DAG's TIs")
 	uncovered, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Hour, 5, false)
 	require.NoError(t, err)
 	require.Len(t, uncovered, 1)
 	assert.Equal(t, "g", uncovered[0].TaskID)
+	pools, err := e.st.StaleBacklog(e.ctx, now, time.Minute, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, pools, 1)
+	assert.Equal(t, 150, pools[0].Count)
 }
