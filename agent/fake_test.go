@@ -54,7 +54,7 @@ type fakeAPI struct {
 	// interval, when set, is the heartbeat interval the register reply
 	// announces (15 s otherwise); with it the agent's request timeout.
 	interval time.Duration
-	logs      map[string][]protocol.LogLine
+	logs     map[string][]protocol.LogLine
 	// logsHook, when set, sees every log batch after it is stored and
 	// before the reply; returning true closes the connection instead of
 	// replying: the batch landed but the agent never hears so.

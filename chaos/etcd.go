@@ -40,8 +40,8 @@ type etcdCluster struct {
 	// beforeClose, when set (tests), runs in stop between the hard stop
 	// and the listeners' close.
 	beforeClose func(m *etcdMember)
-	mu      sync.Mutex // guards members' e and isolated
-	members []*etcdMember
+	mu          sync.Mutex // guards members' e and isolated
+	members     []*etcdMember
 	// isolated names the members cut off from their peers.
 	isolated map[string]bool
 }

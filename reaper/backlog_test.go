@@ -2,7 +2,6 @@ package reaper_test
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +23,7 @@ func backlogEnv(t *testing.T, batch, n int) (*env, int64, time.Time) {
 	t.Helper()
 	e := newEnv(t)
 	e.only(state.ReaperDispatchLost)
-	var err error
-	e.reapers, err = reaper.New(reaper.Config{
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.DiscardHandler), Batch: batch,
-	})
-	require.NoError(t, err)
+	e.reapers = e.reapersWith(batchOf(batch))
 	var b strings.Builder
 	fmt.Fprintf(&b, "dag_id: backlog\nmax_active_tasks: %d\ntasks:\n", n+1)
 	for i := 0; i <= n; i++ {

@@ -2,7 +2,6 @@ package reaper_test
 
 import (
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -188,12 +187,7 @@ func TestMassSilenceConfig(t *testing.T) {
 	require.NoError(t, reaper.MassSilence{Fraction: 0.99, MinAgents: 1}.Validate(), "the bounds' other sides")
 
 	e, runID, agents, tasks := fleet(t)
-	var err2 error
-	e.reapers, err2 = reaper.New(reaper.Config{
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.DiscardHandler), MassSilence: &reaper.MassSilence{Fraction: 0, MinAgents: 3},
-	})
-	require.NoError(t, err2)
+	e.reapers = e.reapersWith(func(c *reaper.Config) { c.MassSilence = &reaper.MassSilence{Fraction: 0, MinAgents: 3} })
 	for i := 0; i < 3; i++ {
 		e.silence(agents[i], 100*time.Second)
 	}
@@ -208,12 +202,7 @@ func TestMassSilenceConfig(t *testing.T) {
 func TestMassSilenceBrakeIsBypassedOnceByAForcedSweepThroughAFollower(t *testing.T) {
 	t.Parallel()
 	e, runID, agents, tasks := fleet(t)
-	var err error
-	e.reapers, err = reaper.New(reaper.Config{ // pages of 2: the three silent tasks take two
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.DiscardHandler), Batch: 2,
-	})
-	require.NoError(t, err)
+	e.reapers = e.reapersWith(batchOf(2)) // pages of 2: the three silent tasks take two
 	for i := 0; i < 3; i++ {
 		e.silence(agents[i], 100*time.Second)
 	}

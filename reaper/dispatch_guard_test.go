@@ -103,12 +103,7 @@ func TestDecisionsAreLoggedOnTheConfiguredLogger(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	logs := &testlog.Buffer{}
-	r, err := reaper.New(reaper.Config{
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	})
-	require.NoError(t, err)
-	e.reapers = r
+	e.reapers = e.reapersWith(func(c *reaper.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	e.only(state.ReaperDispatchLost)
 	e.apply("dag_id: tagged\ntasks:\n  - id: x\n    command: [\"true\"]\n    tags: [special]\n")
 	runID := e.trigger("tagged")
@@ -125,12 +120,7 @@ func TestDecisionsAreLoggedOnTheConfiguredLogger(t *testing.T) {
 func TestDryRunBacklogFillsOnlyTheRestOfTheBatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r, err := reaper.New(reaper.Config{
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.DiscardHandler), Batch: 2,
-	})
-	require.NoError(t, err)
-	e.reapers = r
+	e.reapers = e.reapersWith(batchOf(2))
 	e.only(state.ReaperDispatchLost)
 	e.apply("dag_id: mixed\nmax_active_tasks: 10\ntasks:\n  - id: gpu\n    command: [\"true\"]\n    tags: [gpu]\n" +
 		"  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n")

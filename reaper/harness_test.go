@@ -56,15 +56,29 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// reapersOn builds reapers on st and clock with e's thresholds.
-func (e *env) reapersOn(st *store.Store, clock reaper.Clock) *reaper.Reapers {
-	r, err := reaper.New(reaper.Config{
+// reapersOn builds reapers on st and clock with e's thresholds and
+// metrics, each edit applied to the config first (a batch size, a
+// logger, the mass-silence brake).
+func (e *env) reapersOn(st *store.Store, clock reaper.Clock, edits ...func(*reaper.Config)) *reaper.Reapers {
+	cfg := reaper.Config{
 		Store: st, Metrics: e.metrics, Clock: clock, Thresholds: func() reaper.Thresholds { return e.th },
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	r, err := reaper.New(cfg)
 	require.NoError(e.t, err)
 	return r
 }
+
+// reapersWith is reapersOn e's store and clock.
+func (e *env) reapersWith(edit func(*reaper.Config)) *reaper.Reapers {
+	return e.reapersOn(e.store, e.clock, edit)
+}
+
+// batchOf sets a config's page size.
+func batchOf(n int) func(*reaper.Config) { return func(c *reaper.Config) { c.Batch = n } }
 
 // dbNow is the database clock.
 func (e *env) dbNow() time.Time {

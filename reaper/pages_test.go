@@ -1,14 +1,12 @@
 package reaper_test
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-sched/vigil/reaper"
 	"github.com/vigil-sched/vigil/state"
 )
 
@@ -19,12 +17,7 @@ func TestOnePassReapsPageAfterPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.only(state.ReaperAgentLost)
-	var err error
-	e.reapers, err = reaper.New(reaper.Config{
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.DiscardHandler), Batch: 3,
-	})
-	require.NoError(t, err)
+	e.reapers = e.reapersWith(batchOf(3))
 	e.apply("dag_id: seven\nmax_active_tasks: 7\ntasks:\n" +
 		"  - id: a\n    command: [\"true\"]\n  - id: b\n    command: [\"true\"]\n  - id: c\n    command: [\"true\"]\n" +
 		"  - id: d\n    command: [\"true\"]\n  - id: e\n    command: [\"true\"]\n  - id: f\n    command: [\"true\"]\n" +
@@ -58,12 +51,7 @@ func TestOnePassFinalizesOrphansPageAfterPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.only(state.ReaperOrphan)
-	var err error
-	e.reapers, err = reaper.New(reaper.Config{
-		Store: e.store, Metrics: e.metrics, Clock: e.clock, Thresholds: func() reaper.Thresholds { return e.th },
-		Logger: slog.New(slog.DiscardHandler), Batch: 2,
-	})
-	require.NoError(t, err)
+	e.reapers = e.reapersWith(batchOf(2))
 	e.apply("dag_id: one\nmax_active_runs: 5\ntasks:\n  - id: a\n    command: [\"true\"]\n")
 	var runs []int64
 	for range 5 {
