@@ -36,6 +36,15 @@ func TestAMultiHostURLReachesTheReadWriteHost(t *testing.T) {
 	t.Cleanup(func() { _ = standby.Stop(context.Background()) })
 	conn, err := pgx.Connect(ctx, standby.URL("postgres"))
 	require.NoError(t, err)
+	// A multi-host URL has one user for every host: the standby must let
+	// in the primary URL's user (a throwaway cluster's own user, or the
+	// user of $VIGIL_TEST_DATABASE_URL's server), or pgx would fall back
+	// to the primary for a refused login and the last check below would
+	// pass for the wrong reason. The standby trusts loopback logins.
+	if name := u.User.Username(); name != pgcluster.User {
+		_, err = conn.Exec(ctx, `CREATE ROLE `+pgx.Identifier{name}.Sanitize()+` SUPERUSER LOGIN`)
+		require.NoError(t, err)
+	}
 	_, err = conn.Exec(ctx, `ALTER SYSTEM SET default_transaction_read_only = on`)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `SELECT pg_reload_conf()`)
