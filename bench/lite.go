@@ -112,6 +112,7 @@ type riverResult struct {
 	Jobs       int64   `json:"jobs"`
 	Seconds    float64 `json:"seconds"`
 	JobsPerSec float64 `json:"jobs_per_sec"`
+	WALPerJob  float64 `json:"wal_bytes_per_job"`
 }
 
 // river runs bench/river against its own database on the same server.
@@ -137,9 +138,11 @@ func (e *env) river(ctx context.Context) error {
 		case "burn-down":
 			e.out.figure("river_burn", fmt.Sprintf("River burn-down (%d jobs)", r.Jobs), r.JobsPerSec, "jobs/s",
 				fmt.Sprintf("%.1fs", r.Seconds))
+			e.out.figure("river_burn_wal", "River burn-down: WAL per job", r.WALPerJob, "bytes", "client start to last completion")
 		case "steady":
 			e.out.figure("river_steady", fmt.Sprintf("River steady %s", e.cfg.Steady), r.JobsPerSec, "jobs/s",
 				fmt.Sprintf("%d jobs in %.1fs", r.Jobs, r.Seconds))
+			e.out.figure("river_steady_wal", "River steady: WAL per job", r.WALPerJob, "bytes", "the window, its inserts included")
 		default:
 			return fmt.Errorf("bench/river: unknown mode %q", r.Mode)
 		}

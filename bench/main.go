@@ -106,6 +106,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	e.out.ratio("ratio Vigil/River, burn-down (synthetic)", "burn", "river_burn")
 	e.out.ratio("ratio Vigil/River, steady (synthetic)", "steady", "river_steady")
 	e.out.ratio("ratio Vigil lite/River, burn-down", "lite_burn", "river_burn")
+	e.out.ratio("WAL per TI/job Vigil/River, burn-down", "burn_wal", "river_burn_wal")
+	e.out.ratio("WAL per TI/job Vigil/River, steady", "steady_wal", "river_steady_wal")
 	e.out.ratio("ratio Vigil lite/synthetic, burn-down", "lite_burn", "burn")
 	e.progress("done")
 	return nil

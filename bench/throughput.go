@@ -90,6 +90,10 @@ func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, lab
 	if err != nil {
 		return runs, err
 	}
+	lsn0, err := walLSN(ctx, conn)
+	if err != nil {
+		return runs, err
+	}
 	end := time.Now().Add(e.cfg.Steady)
 	for time.Now().Before(end) {
 		if err := top(); err != nil {
@@ -105,6 +109,10 @@ func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, lab
 	if err != nil {
 		return runs, err
 	}
+	var wal float64
+	if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn0).Scan(&wal); err != nil {
+		return runs, err
+	}
 	var n int64
 	if err := conn.QueryRow(ctx, `
 		SELECT count(*) FROM task_instances
@@ -114,6 +122,10 @@ func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, lab
 	secs := t1.Sub(t0).Seconds()
 	e.out.figure(key, label, float64(n)/secs, "TIs/s",
 		fmt.Sprintf("%d TIs in %.1fs, backlog kept ≥ %d", n, secs, backlog))
+	if n > 0 {
+		e.out.figure(key+"_wal", label+": WAL per TI", wal/float64(n), "bytes",
+			"the window, its triggers and the seeded agents' heartbeats included")
+	}
 	return runs, nil
 }
 
@@ -273,7 +285,7 @@ func (e *env) reportWAL(ctx context.Context, conn *pgx.Conn, lsn0 string, n int6
 		return err
 	}
 	if n > 0 {
-		e.out.figure("", "synthetic burn-down: WAL per TI", bytes/float64(n), "bytes",
+		e.out.figure("burn_wal", "synthetic burn-down: WAL per TI", bytes/float64(n), "bytes",
 			fmt.Sprintf("%.1f MB for %d TIs, agents start to last completion", bytes/1e6, n))
 	}
 	return nil

@@ -5,8 +5,8 @@
 //
 // It lives in a module of its own so that River never enters Vigil's
 // go.mod (adr/0024-bench-beside-river.md). It prints one JSON object per
-// mode on stdout ({"mode","jobs","seconds","jobs_per_sec"}); progress goes
-// to stderr.
+// mode on stdout ({"mode","jobs","seconds","jobs_per_sec","wal_bytes_per_job"});
+// progress goes to stderr.
 package main
 
 import (
@@ -101,6 +101,26 @@ type result struct {
 	Jobs       int64   `json:"jobs"`
 	Seconds    float64 `json:"seconds"`
 	JobsPerSec float64 `json:"jobs_per_sec"`
+	// WALPerJob is the WAL the server wrote over the timed span, in
+	// bytes, per job counted: the work a job costs, which the machine's
+	// load does not move (bench/ prints Vigil's per TI beside it).
+	WALPerJob float64 `json:"wal_bytes_per_job"`
+}
+
+// walLSN is the server's current WAL insert position.
+func walLSN(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var lsn string
+	return lsn, pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+}
+
+// walPerJob is the WAL written since lsn0, in bytes, per job of n.
+func walPerJob(ctx context.Context, pool *pgxpool.Pool, lsn0 string, n int64) (float64, error) {
+	var b float64
+	err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn0).Scan(&b)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	return b / float64(n), nil
 }
 
 // noopArgs is the job: nothing to do.
@@ -178,6 +198,10 @@ func burnDown(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver
 	if err := insert(ctx, client, jobs); err != nil {
 		return result{}, err
 	}
+	lsn0, err := walLSN(ctx, pool)
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return result{}, err
@@ -196,8 +220,12 @@ func burnDown(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver
 		}
 	}
 	secs := last.Sub(start).Seconds()
+	wal, err := walPerJob(ctx, pool, lsn0, int64(jobs))
+	if err != nil {
+		return result{}, err
+	}
 	fmt.Fprintf(os.Stderr, "riverbench: burn-down of %d jobs in %.2fs\n", jobs, secs)
-	return result{Mode: "burn-down", Jobs: int64(jobs), Seconds: secs, JobsPerSec: float64(jobs) / secs}, nil
+	return result{Mode: "burn-down", Jobs: int64(jobs), Seconds: secs, JobsPerSec: float64(jobs) / secs, WALPerJob: wal}, nil
 }
 
 // steadyRun keeps at least steadyBacklog jobs available (topping up every
@@ -235,6 +263,11 @@ func steadyRun(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Drive
 			}
 		}
 	}()
+	lsn0, err := walLSN(ctx, pool)
+	if err != nil {
+		stopFeed()
+		return result{}, err
+	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		stopFeed()
@@ -259,11 +292,15 @@ loop:
 		}
 	}
 	n, secs := worked.Load(), time.Since(start).Seconds()
+	wal, err := walPerJob(ctx, pool, lsn0, n)
 	stopFeed()
+	if err != nil {
+		return result{}, err
+	}
 	if err := <-feedErr; err != nil && !errors.Is(err, context.Canceled) {
 		return result{}, err
 	}
 	client.Stop(context.WithoutCancel(ctx))
 	fmt.Fprintf(os.Stderr, "riverbench: steady %d jobs in %.2fs\n", n, secs)
-	return result{Mode: "steady", Jobs: n, Seconds: secs, JobsPerSec: float64(n) / secs}, nil
+	return result{Mode: "steady", Jobs: n, Seconds: secs, JobsPerSec: float64(n) / secs, WALPerJob: wal}, nil
 }
