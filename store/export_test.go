@@ -70,3 +70,7 @@ const (
 
 // PoolsForTest returns the main and the heartbeat pool.
 func (s *Store) PoolsForTest() (main, heartbeat *pgxpool.Pool) { return s.pool, s.hb }
+
+// BacklogCountCap is backlogCountCap, for the test that pins where
+// StaleBacklog's counts saturate. Test builds only.
+const BacklogCountCap = backlogCountCap

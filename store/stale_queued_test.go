@@ -82,3 +82,28 @@ func TestListStaleQueuedWalksPastAPageOfTheOtherKind(t *testing.T) {
 	require.Len(t, pools, 1)
 	assert.Equal(t, 150, pools[0].Count)
 }
+
+// StaleBacklog walks at most store.BacklogCountCap stale queued TIs, a
+// whole number of pages: with a page more queued than that, the count
+// saturates at exactly the cap, not a page past it.
+func TestStaleBacklogSaturatesAtItsCap(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	e.apply("dag_id: deep\ntasks:\n  - id: t0\n    command: [\"true\"]\n    tags: [linux]\n")
+	run, err := e.st.TriggerRun(e.ctx, "deep")
+	require.NoError(t, err)
+	over := store.BacklogCountCap + 150
+	_, err = e.raw.Exec(e.ctx, `
+		INSERT INTO task_instances (run_id, dag_id, task_id, ordinal, command, state, queued_at, required_tags)
+		SELECT $1, 'deep', 'x' || g, g, '{true}', 'queued', now() - interval '1 hour' + g * interval '1 ms', '{linux}'
+		  FROM generate_series(1, $2) g`, run.ID, over)
+	require.NoError(t, err)
+	storetest.Agent(t, e.st, store.Registration{Name: "linux", Tags: []string{"linux"}, Capacity: 1})
+	var now time.Time
+	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT now()`).Scan(&now))
+
+	pools, err := e.st.StaleBacklog(e.ctx, now, time.Minute, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, pools, 1)
+	assert.Equal(t, store.BacklogCountCap, pools[0].Count, "%d stale queued TIs, counted up to the cap", over)
+}
