@@ -224,7 +224,8 @@ func burnDown(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver
 	if err != nil {
 		return result{}, err
 	}
-	fmt.Fprintf(os.Stderr, "riverbench: burn-down of %d jobs in %.2fs\n", jobs, secs)
+	fmt.Fprintf(os.Stderr, "riverbench: burn-down of %d jobs in %.2fs (%s to %s)\n", jobs, secs,
+		start.UTC().Format(time.RFC3339Nano), last.UTC().Format(time.RFC3339Nano))
 	return result{Mode: "burn-down", Jobs: int64(jobs), Seconds: secs, JobsPerSec: float64(jobs) / secs, WALPerJob: wal}, nil
 }
 
@@ -301,6 +302,6 @@ loop:
 		return result{}, err
 	}
 	client.Stop(context.WithoutCancel(ctx))
-	fmt.Fprintf(os.Stderr, "riverbench: steady %d jobs in %.2fs\n", n, secs)
+	fmt.Fprintf(os.Stderr, "riverbench: steady %d jobs in %.2fs (from %s)\n", n, secs, start.UTC().Format(time.RFC3339Nano))
 	return result{Mode: "steady", Jobs: n, Seconds: secs, JobsPerSec: float64(n) / secs, WALPerJob: wal}, nil
 }
