@@ -32,3 +32,29 @@ func TestMainSessionsEndWhenIdleInATransaction(t *testing.T) {
 	require.NoError(t, main.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout')`).Scan(&idle))
 	assert.Equal(t, "1min", idle, "the URL's own value")
 }
+
+// Every pool's sessions run with jit off (the planner would compile a
+// statement whose row estimate is far off at scale: docs/performance.md,
+// "The API at a year of history"), unless the URL sets jit itself.
+func TestSessionsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.DB(t)
+	st := openWith(t, url, store.Options{})
+	main, hb := st.PoolsForTest()
+	var jit string
+	require.NoError(t, main.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit))
+	assert.Equal(t, "off", jit, "main pool")
+	require.NoError(t, hb.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit))
+	assert.Equal(t, "off", jit, "heartbeat pool")
+	require.NoError(t, st.AcquireFence(ctx, 1, "r1"))
+	require.NoError(t, st.LeaderTx(ctx, 1, func(tx store.Tx) error {
+		return tx.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit)
+	}))
+	assert.Equal(t, "off", jit, "leader pool")
+
+	own := openWith(t, url+"&jit=on", store.Options{})
+	main, _ = own.PoolsForTest()
+	require.NoError(t, main.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit))
+	assert.Equal(t, "on", jit, "the URL's own value")
+}

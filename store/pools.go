@@ -83,9 +83,7 @@ func openPools(ctx context.Context, databaseURL string, p Pools, explicit bool) 
 	// A name starting with "vigil" tells the ti_left_active trigger
 	// (migrations 017, 019) that the write is Vigil's own, which dirties
 	// its run itself.
-	if rp := cfg.ConnConfig.RuntimeParams; rp["application_name"] == "" {
-		rp["application_name"] = mainAppName
-	}
+	sessionDefaults(cfg.ConnConfig.RuntimeParams, mainAppName)
 	// A replica frozen inside a transaction of these pools (SIGSTOP, a
 	// long pause) must not keep its row and key locks: an agent's log
 	// lines inserted there, uncommitted, made every other replica's
@@ -106,6 +104,23 @@ func openPools(ctx context.Context, databaseURL string, p Pools, explicit bool) 
 		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
 	return main, hb, nil
+}
+
+// sessionDefaults sets, in a pool's startup parameters rp, what every
+// Vigil session runs with unless the database URL names it:
+// application_name app, and jit off. Every statement of Vigil's reads or
+// writes a bounded set of rows, but the planner prices a correlated
+// subquery by its row estimate, which at scale can be far off (at 1M runs
+// and 20M TIs, 652 TIs a run against 20): past jit_above_cost it compiles
+// the statement first, which took 18.8 of a runs-list page's 23.5 ms
+// (docs/performance.md, "The API at a year of history").
+func sessionDefaults(rp map[string]string, app string) {
+	if rp["application_name"] == "" {
+		rp["application_name"] = app
+	}
+	if rp["jit"] == "" {
+		rp["jit"] = "off"
+	}
 }
 
 // MainIdleInTransaction is idle_in_transaction_session_timeout of the
@@ -309,9 +324,7 @@ func openLeaderPool(ctx context.Context, databaseURL string, t LeaderTimeouts) (
 	for name, ms := range leaderSettings(t) {
 		rp[name] = strconv.FormatInt(ms, 10)
 	}
-	if rp["application_name"] == "" {
-		rp["application_name"] = leaderAppName
-	}
+	sessionDefaults(rp, leaderAppName)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect (leader pool): %w", err)
