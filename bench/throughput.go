@@ -109,8 +109,8 @@ func (e *env) steady(ctx context.Context, v *vigilProc, conn *pgx.Conn, key, lab
 	if err != nil {
 		return runs, err
 	}
-	var wal float64
-	if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn0).Scan(&wal); err != nil {
+	wal, err := walSince(ctx, conn, lsn0)
+	if err != nil {
 		return runs, err
 	}
 	var n int64
@@ -275,13 +275,19 @@ func walLSN(ctx context.Context, conn *pgx.Conn) (string, error) {
 	return lsn, conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
 }
 
+// walSince is the WAL the server wrote since lsn0 (walLSN), in bytes.
+func walSince(ctx context.Context, conn *pgx.Conn, lsn0 string) (float64, error) {
+	var b float64
+	return b, conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn0).Scan(&b)
+}
+
 // reportWAL prints the WAL the server wrote since lsn0 per TI of the n the
 // burn-down completed: a figure of the work each TI costs that the
 // machine's load does not move (the seeded agents' heartbeats meanwhile
 // are in it too, a few percent).
 func (e *env) reportWAL(ctx context.Context, conn *pgx.Conn, lsn0 string, n int64) error {
-	var bytes float64
-	if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn0).Scan(&bytes); err != nil {
+	bytes, err := walSince(ctx, conn, lsn0)
+	if err != nil {
 		return err
 	}
 	if n > 0 {
