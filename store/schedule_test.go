@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
@@ -53,6 +54,14 @@ func (e *schedEnv) trigger(dagID string) int64 {
 	run, err := e.st.TriggerRun(e.ctx, dagID)
 	require.NoError(e.t, err)
 	return run.ID
+}
+
+// dbNow is the database clock.
+func (e *schedEnv) dbNow() time.Time {
+	e.t.Helper()
+	now, err := e.st.Now(e.ctx)
+	require.NoError(e.t, err)
+	return now
 }
 
 func (e *schedEnv) tick() store.TickResult {

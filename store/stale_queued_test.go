@@ -29,8 +29,7 @@ func TestListStaleQueuedHonoursItsLimit(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.raw.Exec(e.ctx, `UPDATE task_instances SET queued_at = now() - interval '1 hour' + ordinal * interval '1 s'`)
 	require.NoError(t, err)
-	var now time.Time
-	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT now()`).Scan(&now))
+	now := e.dbNow()
 
 	two, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Minute, 2, false)
 	require.NoError(t, err)
@@ -67,8 +66,7 @@ func TestListStaleQueuedWalksPastAPageOfTheOtherKind(t *testing.T) {
 	_, err = e.raw.Exec(e.ctx, `UPDATE task_instances SET queued_at = CASE dag_id
 		WHEN 'wide' THEN now() - interval '1 hour' + ordinal * interval '1 s' ELSE now() - interval '30 minutes' END`)
 	require.NoError(t, err)
-	var now time.Time
-	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT now()`).Scan(&now))
+	now := e.dbNow()
 
 	covered, err := e.st.ListStaleQueued(e.ctx, now, time.Minute, time.Hour, 200, true)
 	require.NoError(t, err)
@@ -99,8 +97,7 @@ func TestStaleBacklogSaturatesAtItsCap(t *testing.T) {
 		  FROM generate_series(1, $2) g`, run.ID, over)
 	require.NoError(t, err)
 	storetest.Agent(t, e.st, store.Registration{Name: "linux", Tags: []string{"linux"}, Capacity: 1})
-	var now time.Time
-	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT now()`).Scan(&now))
+	now := e.dbNow()
 
 	pools, err := e.st.StaleBacklog(e.ctx, now, time.Minute, time.Hour)
 	require.NoError(t, err)
