@@ -215,6 +215,13 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("trigger with parameters from the DAG page", func(t *testing.T) {
 		b := b.on(t)
 		b.open(lite.URL, "#/dags/slow", `#trigger input[name="rows"]`)
+		// The run history above the form renders after its first poll and
+		// moves the form down; chromedp clicks at the button's coordinates,
+		// so a click measured before that render lands beside the button
+		// (a fresh-clone make test saw no request sent, and no error
+		// shown). Click once the page has its final layout.
+		b.waitFor("the run history", "#grid-view > *")
+		b.waitFor("the run durations", "#durations > *")
 		assert.Contains(t, b.text("#dag-tasks"), "load ← extract (none_failed)", "a task's trigger rule is shown")
 		b.run("a bad value", setValue(`#trigger input[name="rows"]`, "many"), clickSel("#trigger-run"))
 		b.waitFor("the API's error", "#trigger-error .error")
