@@ -337,10 +337,12 @@ func standIn(t *testing.T, f form, dir string, as *Identity, tasks int, grace ti
 func awaitGone(pids []int, deadline time.Time) []int {
 	var live []int
 	for _, pid := range pids {
-		for !proctest.Gone(pid) && time.Now().Before(deadline) {
+		gone := proctest.Gone(pid)
+		for !gone && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
+			gone = proctest.Gone(pid)
 		}
-		if !proctest.Gone(pid) {
+		if !gone {
 			live = append(live, pid)
 		}
 	}

@@ -33,13 +33,16 @@ func PidFromFile(t testing.TB, path string) int {
 // ESRCH, or the process is a zombie. The zombie case exists because an
 // orphaned grandchild is reparented to PID 1, and a container's PID 1 may
 // never reap it; a zombie runs no code and holds no resources but its slot.
+// Once true it stays true (barring pid reuse): a read of /proc/<pid>/stat
+// that races the zombie's reaping fails with ESRCH, not ENOENT, and counts
+// as gone (a CI run saw a zombie reported gone, then alive on that read).
 func Gone(pid int) bool {
 	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 		return true
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return os.IsNotExist(err)
+		return os.IsNotExist(err) || errors.Is(err, syscall.ESRCH)
 	}
 	// Format: "pid (comm) S ..."; comm may contain spaces, so cut at ')'.
 	i := strings.LastIndexByte(string(stat), ')')
