@@ -52,6 +52,37 @@ echo "$VIGIL_OUTPUT"`),
 	}
 }
 
+// TestAnOutputFileIsTheTasksToCreate: a task that runs as the agent's
+// user finds no file at $VIGIL_OUTPUT (the agent creates none, an inode
+// per attempt that most tasks never write), under a name of 128 random
+// bits in the agent's task directory; a success that writes nothing
+// ships no outputs and no error, and one that creates the file with >
+// ships what it wrote.
+func TestAnOutputFileIsTheTasksToCreate(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	quiet := f.enqueue(0, nil, sh(`[ -e "$VIGIL_OUTPUT" ] && echo exists || echo absent; basename "$VIGIL_OUTPUT"`)...)
+	writes := f.enqueue(0, nil, sh(`echo "k=v" > "$VIGIL_OUTPUT"`)...)
+
+	c := f.waitCompletion(quiet.AttemptID, 10*time.Second)
+	require.Equal(t, state.OutcomeSuccess, c.Outcome, "%+v", c)
+	assert.Empty(t, c.Outputs)
+	assert.Empty(t, c.Error)
+	var got []string
+	for _, l := range f.lines(quiet.AttemptID) {
+		got = append(got, l.Line)
+	}
+	require.Len(t, got, 2, "%q", got)
+	assert.Equal(t, "absent", got[0])
+	assert.Regexp(t, `^output-[0-9a-f]{32}$`, got[1])
+
+	c = f.waitCompletion(writes.AttemptID, 10*time.Second)
+	require.Equal(t, state.OutcomeSuccess, c.Outcome, "%+v", c)
+	assert.Equal(t, map[string]string{"k": "v"}, c.Outputs)
+}
+
 // TestOutputsOverTheLimitFailTheTry: a task that exits 0 but writes more
 // than 64 KiB of outputs fails output_too_large, the message giving the
 // size and the limit, and sends no outputs; a file not in the format
