@@ -371,3 +371,37 @@ func TestForgottenAgentReregistersAndTerminates(t *testing.T) {
 		assert.NotEqual(t, protocol.StreamSystem, l.Stream, "no gap marker without an outage")
 	}
 }
+
+// TestACompletionDoesNotWaitForAStartReportBehindAHeartbeat: while a
+// heartbeat is held in flight (so no start report can be built), a task
+// starts and exits. Its completion reaches the server at once, reporting
+// the start itself (the server records it, store's
+// TestACompletionReportsAStartItsAgentWaived), rather than after a start
+// report queued behind the held heartbeat: before, the completion waited
+// for that report, so it could not arrive until the hold ended.
+func TestACompletionDoesNotWaitForAStartReportBehindAHeartbeat(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	srv := f.serve()
+	startAgent(t, []string{srv.URL}, nil)
+	require.Eventually(t, func() bool { // the link is up: the replay's heartbeat, then the loop's
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.heartbeats) >= 2
+	}, 5*time.Second, 5*time.Millisecond)
+	hold := make(chan struct{})
+	defer close(hold)
+	f.mu.Lock()
+	f.holdHeartbeat = hold
+	f.mu.Unlock()
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.heldHeartbeats > 0
+	}, 5*time.Second, 5*time.Millisecond, "a periodic heartbeat in flight")
+
+	task := f.enqueue(0, nil, "true")
+	c := f.waitCompletion(task.AttemptID, 3*time.Second) // within the agent's 5 s request timeout
+	assert.Equal(t, state.OutcomeSuccess, c.Outcome)
+	assert.False(t, f.isStarted(task.AttemptID), "no heartbeat reported the start: the completion does")
+}

@@ -50,6 +50,11 @@ type fakeAPI struct {
 	// holdBatch, when set, makes the batch route wait for a value (or
 	// its closing) before it answers: a batch held in flight.
 	holdBatch chan struct{}
+	// holdHeartbeat, when set, makes the heartbeat route count the
+	// request in heldHeartbeats and wait for a value (or its closing)
+	// before it records and answers it: a heartbeat held in flight.
+	holdHeartbeat  chan struct{}
+	heldHeartbeats int
 	noBatches bool // serve no batch route: an older server
 	// interval, when set, is the heartbeat interval the register reply
 	// announces (15 s otherwise); with it the agent's request timeout.
@@ -200,6 +205,13 @@ func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) any {
 func (f *fakeAPI) heartbeat(w http.ResponseWriter, r *http.Request) any {
 	req := decode[protocol.HeartbeatRequest](r)
 	f.mu.Lock()
+	hold := f.holdHeartbeat
+	if hold != nil {
+		f.heldHeartbeats++
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	f.heartbeats = append(f.heartbeats, req)
 	resp := protocol.HeartbeatResponse{ServerTime: time.Now()}

@@ -63,6 +63,9 @@ func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
 		entries = a.startedSinceLocked(since)
 	}
 	a.mu.Unlock()
+	if covers != 0 && len(entries) == 0 {
+		return // every start since was waived: the completions carry them
+	}
 	if err := a.postHeartbeat(ctx, c, entries); err != nil && ctx.Err() == nil {
 		a.linkFailed(c, err)
 	}
@@ -80,6 +83,7 @@ func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
 	out := make([]protocol.HeartbeatEntry, 0, len(a.attempts)+len(a.reporting))
 	for _, att := range a.attempts {
 		out = append(out, protocol.HeartbeatEntry{Attempt: att.task.Attempt, Started: att.started})
+		att.startSent = att.startSent || att.started
 	}
 	listed := func(id string) bool {
 		return slices.ContainsFunc(out, func(e protocol.HeartbeatEntry) bool { return e.AttemptID == id })
@@ -101,12 +105,14 @@ func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
 }
 
 // startedSinceLocked lists the attempts whose process started (or failed
-// to) after start number since, all marked Started.
+// to) after start number since, all marked Started, but those whose start
+// the completion reports (waiveStartReport), and marks them sent.
 func (a *Agent) startedSinceLocked(since uint64) []protocol.HeartbeatEntry {
 	var out []protocol.HeartbeatEntry
 	for _, att := range a.attempts {
-		if att.started && att.startGen > since {
+		if att.started && att.startGen > since && !att.startWaived {
 			out = append(out, protocol.HeartbeatEntry{Attempt: att.task.Attempt, Started: true})
+			att.startSent = true
 		}
 	}
 	return out

@@ -40,6 +40,10 @@ type attempt struct {
 	seq      int64 // last Seq assigned
 	started  bool
 	startGen uint64 // Agent.startGen at the start, see heartbeat
+	// startSent: a heartbeat listing the attempt as started was built
+	// (see heartbeat). startWaived: the process exited before one was,
+	// so the completion reports the start (waiveStartReport).
+	startSent, startWaived bool
 
 	mu         sync.Mutex
 	pgid       int // 0 until started
@@ -199,7 +203,9 @@ func (a *Agent) execute(ctx context.Context, att *attempt) result {
 		waitErr = errOutputHeld
 	}
 	a.endGroup(att, pgid)
-	<-hbDone // the start is reported before the completion
+	if !a.waiveStartReport(att) {
+		<-hbDone // the start is reported before the completion
+	}
 	res := a.outcome(att, waitErr, end)
 	res.pgid, res.dur = pgid, time.Since(start)
 	if !res.suppress && res.req.Outcome == state.OutcomeSuccess {
@@ -222,6 +228,25 @@ func (a *Agent) endGroup(att *attempt, pgid int) {
 		a.systemLine(att, fmt.Sprintf("--- process exited; killing the processes it left in group %d ---", pgid))
 		a.goKillGroup(pgid, att.log)
 	}
+}
+
+// waiveStartReport is called once att's process has exited. When no
+// heartbeat listing its start has been built yet (the start report waits
+// behind another heartbeat in flight), none will be: the completion
+// reports the start instead, and the server records started_at with it
+// (store: a completion proves the start). It returns false when a
+// heartbeat carries the start, which then lands before the completion.
+// A no-op task's start report was one heartbeat transaction per claim
+// round in Lite (docs/performance.md); the start is not reported any
+// later than the heartbeat it skips would have reported it.
+func (a *Agent) waiveStartReport(att *attempt) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if att.startSent {
+		return false
+	}
+	att.startWaived = true
+	return true
 }
 
 // markStarted records the process and returns the start's number for

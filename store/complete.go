@@ -24,6 +24,7 @@ type tiAttempt struct {
 	policy         retry.Policy
 	runState       state.Run
 	hasNewerClaims bool
+	started        bool // started_at is set: the start was reported
 }
 
 func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttempt, error) {
@@ -33,11 +34,11 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 		SELECT t.run_id, t.id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.attempt_id::text, ''),
 		       t.agent_id, t.try_number, t.skip_exit_code, t.retries + t.retry_base,
 		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
-		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state
+		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state, t.started_at IS NOT NULL
 		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1
 		   FOR UPDATE OF t`, tiID).
 		Scan(&a.runID, &a.tiID, &a.taskID, &a.state, &a.reason, &a.attemptID, &a.agentID, &a.tryNumber,
-			&a.skipExitCode, &a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState)
+			&a.skipExitCode, &a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState, &a.started)
 	if errNoRows(err) {
 		return a, fmt.Errorf("task instance %d: %w", tiID, ErrNotFound)
 	}
@@ -277,7 +278,11 @@ func exitedToSkip(a tiAttempt, req Completion) bool {
 // finishTI writes the completion in one statement: the guarded UPDATE
 // (attempt and state as loaded), its event, the run's run_dirty mark and
 // the scheduler's wake-up. The agent moves a running TI; any other move
-// is a late completion's, and state.Allowed must allow it.
+// is a late completion's, and state.Allowed must allow it. A completion
+// proves its process started: for a running TI whose start was not
+// reported (the agent waived the start report of a process that exited
+// first, agent/task.go waiveStartReport) it records started_at and the
+// ti_started event, before the completion's own.
 func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion,
 	to state.TI, reason state.Reason, kind state.EventKind, msg string) (err error) {
 	by := state.ActorLateComplete
@@ -304,11 +309,20 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 			return err
 		}
 	}
+	if a.state == state.TIRunning && !a.started {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
+			SELECT t.run_id, t.id, t.task_id, t.try_number, t.attempt_id, t.agent_id, $2, `+startedMessageSQL("t")+`
+			  FROM task_instances t WHERE t.id = $1`, a.tiID, string(state.EventTIStarted)); err != nil {
+			return err
+		}
+	}
 	var n int
 	err = tx.QueryRow(ctx, `
 		WITH upd AS (
 		  UPDATE task_instances
 		     SET state = $3, reason = $4, message = $5, exit_code = $6,
+		         started_at = coalesce(started_at, now()),
 		         end_date = CASE WHEN $3 = 'up_for_retry' THEN NULL ELSE now() END,
 		         next_retry_at = CASE WHEN $3 = 'up_for_retry' THEN now() + $7 * interval '1 microsecond' END,
 		         updated_at = now()

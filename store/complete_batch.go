@@ -45,13 +45,15 @@ var completeSuccessOutputsSQL = completeSuccess(`
 func completeSuccess(outs string) string {
 	return `
 	WITH lk AS (
-	  SELECT t.id FROM task_instances t
+	  SELECT t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.started_at IS NULL AS unstarted
+	    FROM task_instances t
 	   WHERE t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
 	   ORDER BY t.id FOR NO KEY UPDATE OF t),
 	upd AS (
 	  UPDATE task_instances t
 	     SET state = ` + moveBatchSuccess.To() + `, reason = NULL, message = format('try %s succeeded', t.try_number),
 	         exit_code = ($4::int[])[array_position($2::bigint[], t.id)],
+	         started_at = coalesce(t.started_at, now()),
 	         end_date = now(), next_retry_at = NULL, updated_at = now()
 	   WHERE (SELECT count(*) FROM lk) >= 0
 	     AND t.id = ANY ($2::bigint[]) AND t.state IN ` + moveBatchSuccess.From() + ` AND t.agent_id = $1
@@ -59,7 +61,13 @@ func completeSuccess(outs string) string {
 	  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.message),` + outs + `
 	ev AS (
 	  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-	  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_success', message FROM upd),
+	  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, kind, message FROM (
+	    SELECT l.run_id, l.id, l.task_id, l.try_number, l.attempt_id, l.agent_id, 0 AS o,
+	           '` + string(state.EventTIStarted) + `' AS kind, ` + startedMessageSQL("l") + ` AS message
+	      FROM lk l WHERE l.unstarted AND l.attempt_id = ($3::uuid[])[array_position($2::bigint[], l.id)]
+	    UNION ALL
+	    SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 1, 'ti_success', message FROM upd) x
+	   ORDER BY id, o),
 	dirty AS (
 	  INSERT INTO run_dirty (run_id) SELECT DISTINCT run_id FROM upd)
 	SELECT coalesce(array_agg(id), '{}'),

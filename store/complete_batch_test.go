@@ -3,9 +3,12 @@ package store_test
 import (
 	"errors"
 	"sort"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -91,4 +94,68 @@ func TestCompleteBatchRefusesAStaleAttemptAlone(t *testing.T) {
 		assert.True(t, errors.As(r.Err, &staleErr), "item %d: %v", i, r.Err)
 	}
 	assert.Equal(t, 2, e.count(`SELECT count(*) FROM events WHERE run_id = $1 AND kind = 'ti_success'`, runID))
+}
+
+// TestACompletionReportsAStartItsAgentWaived: an agent waives the start
+// report of a process that exited before one was built (agent/task.go
+// waiveStartReport), so a completion of a running TI whose started_at is
+// NULL records the start itself: started_at is set, and a ti_started
+// event precedes the completion's own, on the batch route (a success)
+// and on the single one (a failure, with a retry left). A TI whose start
+// was reported gets no second ti_started event, and its started_at stays
+// the heartbeat's.
+func TestACompletionReportsAStartItsAgentWaived(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	agentID := storetest.Agent(t, e.st, store.Registration{Name: "w", Capacity: 10})
+	e.apply("dag_id: ws\ntasks:\n" +
+		"  - {id: a, command: [\"true\"]}\n  - {id: b, command: [\"true\"]}\n  - {id: c, command: [\"true\"], retries: 1}\n")
+	runID := e.trigger("ws")
+	e.tick()
+	byTask := map[string]store.Attempt{}
+	for _, c := range e.claim(agentID, 3) {
+		byTask[c.TaskID] = c.Attempt
+	}
+	require.Len(t, byTask, 3)
+	_, _, err := e.st.Heartbeat(e.ctx, agentID, []store.HeartbeatEntry{{Attempt: byTask["b"], Started: true}})
+	require.NoError(t, err)
+	var reported time.Time
+	require.NoError(t, e.raw.QueryRow(e.ctx, `SELECT started_at FROM task_instances WHERE id = $1`, byTask["b"].TIID).Scan(&reported))
+
+	zero, one := 0, 1
+	res := e.st.CompleteBatch(e.ctx, agentID, []store.Completion{
+		{Attempt: byTask["a"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
+		{Attempt: byTask["b"], Outcome: state.OutcomeSuccess, ExitCode: &zero},
+	})
+	require.Len(t, res, 2)
+	require.NoError(t, res[0].Err)
+	require.NoError(t, res[1].Err)
+	st, _, err := e.st.Complete(e.ctx, agentID, store.Completion{Attempt: byTask["c"], Outcome: state.OutcomeFailed, ExitCode: &one})
+	require.NoError(t, err)
+	require.Equal(t, state.TIUpForRetry, st)
+
+	timeline := func(task string) []string {
+		rows, err := e.raw.Query(e.ctx, `SELECT kind FROM events WHERE run_id = $1 AND task_id = $2 ORDER BY id`, runID, task)
+		require.NoError(t, err)
+		kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return kinds
+	}
+	assert.Equal(t, []string{"ti_claimed", "ti_started", "ti_success"}, timeline("a"))
+	assert.Equal(t, []string{"ti_claimed", "ti_started", "ti_success"}, timeline("b"))
+	assert.Equal(t, []string{"ti_claimed", "ti_started", "ti_up_for_retry"}, timeline("c"))
+	on := " started on agent " + strconv.FormatInt(agentID, 10)
+	assert.Equal(t, []string{"b: try 1" + on, "a: try 1" + on, "c: try 1" + on},
+		e.eventMessages(runID, state.EventTIStarted), "the message a start report writes")
+
+	var aStart, aEnd, bStart, cStart *time.Time
+	require.NoError(t, e.raw.QueryRow(e.ctx, `
+		SELECT (SELECT started_at FROM task_instances WHERE id = $1), (SELECT end_date FROM task_instances WHERE id = $1),
+		       (SELECT started_at FROM task_instances WHERE id = $2), (SELECT started_at FROM task_instances WHERE id = $3)`,
+		byTask["a"].TIID, byTask["b"].TIID, byTask["c"].TIID).Scan(&aStart, &aEnd, &bStart, &cStart))
+	require.NotNil(t, aStart, "the success recorded the start")
+	assert.Equal(t, *aEnd, *aStart, "in the completion's transaction")
+	require.NotNil(t, bStart)
+	assert.True(t, bStart.Equal(reported), "a reported start is kept: %s, reported %s", bStart, reported)
+	assert.NotNil(t, cStart, "the failure recorded the start")
 }
