@@ -55,7 +55,7 @@ type fakeAPI struct {
 	// before it records and answers it: a heartbeat held in flight.
 	holdHeartbeat  chan struct{}
 	heldHeartbeats int
-	noBatches bool // serve no batch route: an older server
+	noBatches      bool // serve no batch route: an older server
 	// interval, when set, is the heartbeat interval the register reply
 	// announces (15 s otherwise); with it the agent's request timeout.
 	interval time.Duration
