@@ -24,7 +24,6 @@ type tiAttempt struct {
 	policy         retry.Policy
 	runState       state.Run
 	hasNewerClaims bool
-	started        bool // started_at is set: the start was reported
 }
 
 func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttempt, error) {
@@ -34,11 +33,11 @@ func (s *Store) loadAttempt(ctx context.Context, tx pgx.Tx, tiID int64) (tiAttem
 		SELECT t.run_id, t.id, t.task_id, t.state, coalesce(t.reason, ''), coalesce(t.attempt_id::text, ''),
 		       t.agent_id, t.try_number, t.skip_exit_code, t.retries + t.retry_base,
 		       (extract(epoch FROM t.retry_delay) * 1e6)::bigint, t.retry_exponential,
-		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state, t.started_at IS NOT NULL
+		       (extract(epoch FROM t.max_retry_delay) * 1e6)::bigint, r.state
 		  FROM task_instances t JOIN runs r ON r.id = t.run_id WHERE t.id = $1
 		   FOR UPDATE OF t`, tiID).
 		Scan(&a.runID, &a.tiID, &a.taskID, &a.state, &a.reason, &a.attemptID, &a.agentID, &a.tryNumber,
-			&a.skipExitCode, &a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState, &a.started)
+			&a.skipExitCode, &a.policy.Retries, &delayUS, &a.policy.Exponential, &maxUS, &a.runState)
 	if errNoRows(err) {
 		return a, fmt.Errorf("task instance %d: %w", tiID, ErrNotFound)
 	}
@@ -279,10 +278,9 @@ func exitedToSkip(a tiAttempt, req Completion) bool {
 // (attempt and state as loaded), its event, the run's run_dirty mark and
 // the scheduler's wake-up. The agent moves a running TI; any other move
 // is a late completion's, and state.Allowed must allow it. A completion
-// proves its process started: for a running TI whose start was not
-// reported (the agent waived the start report of a process that exited
-// first, agent/task.go waiveStartReport) it records started_at and the
-// ti_started event, before the completion's own.
+// proves its process started: when the start was not reported (the agent
+// waived the start report of a process that exited first, agent/task.go
+// waiveStartReport) it records started_at, as completeSuccessSQL does.
 func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Completion,
 	to state.TI, reason state.Reason, kind state.EventKind, msg string) (err error) {
 	by := state.ActorLateComplete
@@ -306,14 +304,6 @@ func (s *Store) finishTI(ctx context.Context, tx pgx.Tx, a tiAttempt, req Comple
 	var outBytes int
 	if to == state.TISuccess {
 		if outs, outBytes, err = outputsArg(req.Outputs); err != nil {
-			return err
-		}
-	}
-	if a.state == state.TIRunning && !a.started {
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-			SELECT t.run_id, t.id, t.task_id, t.try_number, t.attempt_id, t.agent_id, $2, `+startedMessageSQL("t")+`
-			  FROM task_instances t WHERE t.id = $1`, a.tiID, string(state.EventTIStarted)); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,11 @@ type CompletionResult struct {
 // parallel arrays), the events, the runs' run_dirty marks and the
 // scheduler's wake-up. It returns the TI ids it applied. A row is locked
 // in id order first, so two batches (or a batch and a reaper, or a
-// heartbeat) over the same TIs queue rather than deadlock.
+// heartbeat) over the same TIs queue rather than deadlock. A success
+// proves its process started: a TI whose start its agent did not report
+// (agent/task.go waiveStartReport) gets started_at from it too, and no
+// ti_started event: such an attempt's start is its completion's time
+// (docs/design.md §4 heartbeat).
 //
 // Rows are found by primary key from $2 and each row's attempt and exit
 // code by its position in the arrays, never by joining the batch with the
@@ -45,8 +49,7 @@ var completeSuccessOutputsSQL = completeSuccess(`
 func completeSuccess(outs string) string {
 	return `
 	WITH lk AS (
-	  SELECT t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.started_at IS NULL AS unstarted
-	    FROM task_instances t
+	  SELECT t.id FROM task_instances t
 	   WHERE t.id = ANY ($2::bigint[]) AND t.state = 'running' AND t.agent_id = $1
 	   ORDER BY t.id FOR NO KEY UPDATE OF t),
 	upd AS (
@@ -61,13 +64,7 @@ func completeSuccess(outs string) string {
 	  RETURNING t.id, t.run_id, t.task_id, t.try_number, t.attempt_id, t.agent_id, t.message),` + outs + `
 	ev AS (
 	  INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-	  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, kind, message FROM (
-	    SELECT l.run_id, l.id, l.task_id, l.try_number, l.attempt_id, l.agent_id, 0 AS o,
-	           '` + string(state.EventTIStarted) + `' AS kind, ` + startedMessageSQL("l") + ` AS message
-	      FROM lk l WHERE l.unstarted AND l.attempt_id = ($3::uuid[])[array_position($2::bigint[], l.id)]
-	    UNION ALL
-	    SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 1, 'ti_success', message FROM upd) x
-	   ORDER BY id, o),
+	  SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_success', message FROM upd),
 	dirty AS (
 	  INSERT INTO run_dirty (run_id) SELECT DISTINCT run_id FROM upd)
 	SELECT coalesce(array_agg(id), '{}'),

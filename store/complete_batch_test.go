@@ -99,11 +99,11 @@ func TestCompleteBatchRefusesAStaleAttemptAlone(t *testing.T) {
 // TestACompletionReportsAStartItsAgentWaived: an agent waives the start
 // report of a process that exited before one was built (agent/task.go
 // waiveStartReport), so a completion of a running TI whose started_at is
-// NULL records the start itself: started_at is set, and a ti_started
-// event precedes the completion's own, on the batch route (a success)
-// and on the single one (a failure, with a retry left). A TI whose start
-// was reported gets no second ti_started event, and its started_at stays
-// the heartbeat's.
+// NULL records the start itself, on the batch route (a success) and on
+// the single one (a failure, with a retry left): started_at is set, in
+// the completion's transaction, and no ti_started event is written (the
+// attempt's start is its completion's time). A TI whose start was
+// reported keeps the heartbeat's started_at and its one ti_started event.
 func TestACompletionReportsAStartItsAgentWaived(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
@@ -141,21 +141,23 @@ func TestACompletionReportsAStartItsAgentWaived(t *testing.T) {
 		require.NoError(t, err)
 		return kinds
 	}
-	assert.Equal(t, []string{"ti_claimed", "ti_started", "ti_success"}, timeline("a"))
+	assert.Equal(t, []string{"ti_claimed", "ti_success"}, timeline("a"))
 	assert.Equal(t, []string{"ti_claimed", "ti_started", "ti_success"}, timeline("b"))
-	assert.Equal(t, []string{"ti_claimed", "ti_started", "ti_up_for_retry"}, timeline("c"))
-	on := " started on agent " + strconv.FormatInt(agentID, 10)
-	assert.Equal(t, []string{"b: try 1" + on, "a: try 1" + on, "c: try 1" + on},
-		e.eventMessages(runID, state.EventTIStarted), "the message a start report writes")
+	assert.Equal(t, []string{"ti_claimed", "ti_up_for_retry"}, timeline("c"))
+	assert.Equal(t, []string{"b: try 1 started on agent " + strconv.FormatInt(agentID, 10)},
+		e.eventMessages(runID, state.EventTIStarted))
 
-	var aStart, aEnd, bStart, cStart *time.Time
+	var aStart, aEnd, bStart, cStart, cEvent *time.Time
 	require.NoError(t, e.raw.QueryRow(e.ctx, `
 		SELECT (SELECT started_at FROM task_instances WHERE id = $1), (SELECT end_date FROM task_instances WHERE id = $1),
-		       (SELECT started_at FROM task_instances WHERE id = $2), (SELECT started_at FROM task_instances WHERE id = $3)`,
-		byTask["a"].TIID, byTask["b"].TIID, byTask["c"].TIID).Scan(&aStart, &aEnd, &bStart, &cStart))
+		       (SELECT started_at FROM task_instances WHERE id = $2), (SELECT started_at FROM task_instances WHERE id = $3),
+		       (SELECT created_at FROM events WHERE ti_id = $3 AND kind = 'ti_up_for_retry')`,
+		byTask["a"].TIID, byTask["b"].TIID, byTask["c"].TIID).Scan(&aStart, &aEnd, &bStart, &cStart, &cEvent))
 	require.NotNil(t, aStart, "the success recorded the start")
 	assert.Equal(t, *aEnd, *aStart, "in the completion's transaction")
 	require.NotNil(t, bStart)
 	assert.True(t, bStart.Equal(reported), "a reported start is kept: %s, reported %s", bStart, reported)
-	assert.NotNil(t, cStart, "the failure recorded the start")
+	require.NotNil(t, cStart, "the failure recorded the start")
+	require.NotNil(t, cEvent)
+	assert.Equal(t, *cEvent, *cStart, "in the completion's transaction")
 }

@@ -168,22 +168,16 @@ const heartbeatRefreshSQL = `
 // heartbeatStartSQL stamps the TIs $1, locked by heartbeatLockSQL and first
 // reported started, records their start and execution deadline, and writes
 // their ti_started events.
-var heartbeatStartSQL = `
+const heartbeatStartSQL = `
 	WITH s AS (
 	  UPDATE task_instances
 	     SET last_heartbeat_at = now(), started_at = now(), timeout_at = now() + execution_timeout
 	   WHERE id = ANY ($1::bigint[])
 	  RETURNING id, run_id, task_id, try_number, attempt_id, agent_id)
 	INSERT INTO events (run_id, ti_id, task_id, try_number, attempt_id, agent_id, kind, message)
-	SELECT run_id, id, task_id, try_number, attempt_id, agent_id, '` + string(state.EventTIStarted) + `', ` + startedMessageSQL("s") + `
+	SELECT run_id, id, task_id, try_number, attempt_id, agent_id, 'ti_started',
+	       format('try %s started on agent %s', try_number, agent_id)
 	  FROM s`
-
-// startedMessageSQL is the ti_started event's message for the row aliased
-// t: written by the start report (heartbeatStartSQL) or, when the agent
-// waived it, by the completion that reports the start (complete.go).
-func startedMessageSQL(t string) string {
-	return `format('try %s started on agent %s', ` + t + `.try_number, ` + t + `.agent_id)`
-}
 
 // heartbeatStaleSQL reads the state, current attempt and reason of the
 // TIs $1 whose listed attempt is not current on the agent.

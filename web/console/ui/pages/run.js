@@ -11,9 +11,13 @@ import { duration } from "./runs.js";
 import { left } from "./atrisk.js";
 
 const ends = new Set(["ti_success", "ti_failed", "ti_up_for_retry", "ti_cancelled", "ti_upstream_failed", "ti_skipped"]);
+// Ends written by the agent's completion, which proves the process started.
+const completed = new Set(["ti_success", "ti_failed", "ti_up_for_retry", "ti_skipped"]);
 
 // attempts groups a run's events by attempt id: claimed, started and
-// ended times, agent, try and the event that ended it.
+// ended times, agent, try and the event that ended it. An attempt whose
+// start the agent reported with its completion (docs/design.md §4
+// heartbeat) has no ti_started event: it started when it ended.
 export function attempts(events) {
   const by = new Map();
   for (const e of events) {
@@ -27,6 +31,9 @@ export function attempts(events) {
     if (e.kind === "ti_claimed") a.claimed = e.time;
     else if (e.kind === "ti_started") a.started = e.time;
     else if (ends.has(e.kind) || isDecision(e.kind)) { a.ended = a.ended || e.time; a.reason = e.kind; a.message = e.message; }
+  }
+  for (const a of by.values()) {
+    if (!a.started && a.ended && completed.has(a.reason)) a.started = a.ended;
   }
   return [...by.values()];
 }
