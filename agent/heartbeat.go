@@ -79,6 +79,9 @@ func (a *Agent) heartbeat(ctx context.Context, covers uint64) {
 // and its completion waits for the log flush or a slow database, and the
 // agent-lost reaper would fail it (the second 1,000-fault chaos run did,
 // docs/reliability.md).
+//
+// Each started attempt it lists is marked sent: the heartbeat built from
+// the list carries its start, so waiveStartReport leaves it to that one.
 func (a *Agent) heartbeatEntriesLocked(pending bool) []protocol.HeartbeatEntry {
 	out := make([]protocol.HeartbeatEntry, 0, len(a.attempts)+len(a.reporting))
 	for _, att := range a.attempts {

@@ -57,11 +57,8 @@ func (a *Agent) outputFile(u *taskUser) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("VIGIL_OUTPUT file: %w", err)
 	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(path)
-		return "", fmt.Errorf("VIGIL_OUTPUT file: %w", err)
-	}
-	if err := os.Chown(path, u.uid, u.gid); err != nil {
+	// Chowned through the descriptor just created, never by path.
+	if err := errors.Join(f.Chown(u.uid, u.gid), f.Close()); err != nil {
 		_ = os.Remove(path)
 		return "", fmt.Errorf("VIGIL_OUTPUT file for user %s: %w", u.name, err)
 	}

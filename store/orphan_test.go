@@ -67,5 +67,7 @@ func TestFinalizeOrphanRecordsItsDecisionOnTheRun(t *testing.T) {
 		assert.Equal(t, []string{"run: nothing left to do (run " + string(w.run) + ")"}, e.eventMessages(runID, w.kind),
 			"run %d: its %s event", runID, w.kind)
 		assert.Equal(t, w.failed, e.eventMessages(runID, state.EventTIFailed), "run %d: its TIs' ti_failed events", runID)
+		assert.Zero(t, e.count(`SELECT count(*) FROM events WHERE run_id = $1 AND message LIKE '%a changed candidate%'`, runID),
+			"run %d: the refused finalization wrote an event", runID)
 	}
 }
